@@ -1,0 +1,111 @@
+"""Users and API keys: create, list, revoke, and authenticate a presented key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.accounts import keys, repository
+from app.accounts.models import ApiKey, User
+from app.accounts.principal import KEY_SCOPES, Principal, scopes_for
+from app.db import utcnow
+from app.errors import Conflict, NotFound, Unauthorized, ValidationFailed
+
+# Writing last_used_at on every request would turn every read into a write; a minute's precision is plenty.
+LAST_USED_PRECISION = timedelta(seconds=60)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedKey:
+    key: ApiKey
+    plaintext: str
+
+
+def normalise_email(email: str) -> str:
+    email = email.strip().lower()
+    local, at, domain = email.partition("@")
+    if not at or not local or "." not in domain or len(email) > 320 or any(c.isspace() for c in email):
+        raise ValidationFailed(f"{email!r} is not a valid email address", field="email")
+    return email
+
+
+async def create_user(session: AsyncSession, email: str, password_hash: str | None = None) -> User:
+    """Create a user; the email must be new."""
+    email = normalise_email(email)
+    if await repository.get_user_by_email(session, email) is not None:
+        raise Conflict(f"a user with email {email} already exists", field="email")
+    user = User(id=keys.new_user_id(), email=email, password_hash=password_hash)
+    session.add(user)
+    try:
+        await session.flush()
+    except IntegrityError as exc:
+        raise Conflict(f"a user with email {email} already exists", field="email") from exc
+    return user
+
+
+async def require_user(session: AsyncSession, user_id: str) -> User:
+    user = await repository.get_user(session, user_id)
+    if user is None:
+        raise NotFound(f"no user {user_id}")
+    return user
+
+
+async def create_key(
+    session: AsyncSession, secret: bytes, user_id: str, *, name: str = "default", scope: str = "write"
+) -> CreatedKey:
+    """Create an API key. The plaintext is returned here and never again."""
+    if scope not in KEY_SCOPES:
+        raise ValidationFailed(f"scope must be one of {', '.join(KEY_SCOPES)}", field="scope")
+    name = name.strip()
+    if not name or len(name) > 100:
+        raise ValidationFailed("name must be 1-100 characters", field="name")
+    await require_user(session, user_id)
+    new = keys.generate_key()
+    key = ApiKey(
+        id=keys.new_key_id(),
+        user_id=user_id,
+        name=name,
+        scope=scope,
+        lookup=new.lookup,
+        key_hash=keys.hash_key(secret, new.plaintext),
+    )
+    session.add(key)
+    await session.flush()
+    return CreatedKey(key=key, plaintext=new.plaintext)
+
+
+async def list_keys(session: AsyncSession, user_id: str) -> Sequence[ApiKey]:
+    """All keys of a user, revoked ones included."""
+    await require_user(session, user_id)
+    return await repository.keys_of(session, user_id)
+
+
+async def revoke_key(session: AsyncSession, key_id: str, *, user_id: str | None = None) -> ApiKey:
+    """Revoke a key (of that user, when given). Takes effect on the next request."""
+    key = await repository.key_of(session, user_id, key_id)
+    if key is None:
+        raise NotFound(f"no API key {key_id}")
+    if key.revoked_at is None:
+        key.revoked_at = utcnow()
+    return key
+
+
+async def authenticate_key(session: AsyncSession, secret: bytes, presented: str) -> Principal:
+    """Check a presented API key; records when it was last used."""
+    lookup = keys.parse_lookup(presented)
+    key = await repository.key_by_lookup(session, lookup) if lookup else None
+    # Hash even when the lookup failed so that both paths cost the same.
+    stored = key.key_hash if key is not None else "0" * 64
+    valid = keys.matches(secret, presented, stored)
+    if key is None or not valid:
+        raise Unauthorized("invalid API key")
+    if key.revoked_at is not None:
+        raise Unauthorized("this API key has been revoked")
+    now = utcnow()
+    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_PRECISION:
+        await repository.touch_key(session, key.id, now)
+    return Principal(user_id=key.user_id, scopes=scopes_for(key.scope), key_id=key.id, via="api_key")

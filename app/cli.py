@@ -1,0 +1,175 @@
+"""The ``engram`` command: serve, migrate, users, keys, reindex."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+from app.errors import AppError
+from app.settings import Settings, get_settings
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from app.main import create_app
+
+    host = args.host or settings.host
+    port = args.port or settings.port
+    if args.host or args.port:
+        settings = settings.model_copy(update={"host": host, "port": port})
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=5,
+        proxy_headers=True,
+    )
+    return 0
+
+
+def _migrate(_: argparse.Namespace, settings: Settings) -> int:
+    from app.migrate import upgrade_to_head
+
+    settings.ensure_data_dir()
+    upgrade_to_head(settings.resolved_database_url)
+    print("database is at the newest revision", file=sys.stderr)
+    return 0
+
+
+async def _with_db(settings: Settings, work: Callable[[Any], Awaitable[int]]) -> int:
+    from app.db import Database
+
+    db = Database(settings.resolved_database_url)
+    try:
+        return await work(db)
+    finally:
+        await db.dispose()
+
+
+def _users_create(args: argparse.Namespace, settings: Settings) -> int:
+    from app.accounts import service
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            user = await service.create_user(session, args.email)
+        print(user.id)
+        return 0
+
+    return asyncio.run(_with_db(settings, work))
+
+
+def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
+    from app.accounts import service
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            created = await service.create_key(
+                session, settings.resolved_secret_key(), args.user_id, name=args.name, scope=args.scope
+            )
+        print(created.plaintext)
+        print(f"key id {created.key.id}: shown once, store it now", file=sys.stderr)
+        return 0
+
+    return asyncio.run(_with_db(settings, work))
+
+
+def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
+    from app.accounts import service
+    from app.accounts.keys import display_prefix
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            keys = await service.list_keys(session, args.user_id)
+        print(f"{'ID':<21} {'NAME':<20} {'SCOPE':<6} {'PREFIX':<16} {'CREATED':<20} {'LAST USED':<20} STATUS")
+        for key in keys:
+            created = key.created_at.strftime("%Y-%m-%d %H:%M:%S")
+            used = key.last_used_at.strftime("%Y-%m-%d %H:%M:%S") if key.last_used_at else "never"
+            status = "revoked" if key.revoked_at else "active"
+            print(
+                f"{key.id:<21} {key.name[:20]:<20} {key.scope:<6} {display_prefix(key.lookup):<16} "
+                f"{created:<20} {used:<20} {status}"
+            )
+        return 0
+
+    return asyncio.run(_with_db(settings, work))
+
+
+def _keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from app.accounts import service
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            key = await service.revoke_key(session, args.key_id)
+        print(f"revoked {key.id}")
+        return 0
+
+    return asyncio.run(_with_db(settings, work))
+
+
+def _reindex(_: argparse.Namespace, settings: Settings) -> int:
+    from app.main import build_container, close_container
+
+    async def work() -> int:
+        container = await build_container(settings)
+        try:
+            total = await container.memories.reindex()
+        finally:
+            await close_container(container)
+        print(f"reindexed {total} memories into {container.engine.backend}")
+        return 0
+
+    return asyncio.run(work())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="engram", description="Engram: hosted memory for AI coding agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the HTTP server")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(run=_serve)
+
+    commands.add_parser("migrate", help="apply database migrations").set_defaults(run=_migrate)
+    commands.add_parser("reindex", help="rebuild the vector index from the database").set_defaults(run=_reindex)
+
+    users = commands.add_parser("users", help="manage users").add_subparsers(dest="action", required=True)
+    create_user = users.add_parser("create", help="create a user; prints the user id")
+    create_user.add_argument("email")
+    create_user.set_defaults(run=_users_create)
+
+    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="action", required=True)
+    create_key = keys.add_parser("create", help="create a key; prints it, the only time it is shown")
+    create_key.add_argument("user_id")
+    create_key.add_argument("--name", default="default")
+    create_key.add_argument("--scope", choices=["read", "write"], default="write")
+    create_key.set_defaults(run=_keys_create)
+    list_keys = keys.add_parser("list", help="list a user's keys")
+    list_keys.add_argument("user_id")
+    list_keys.set_defaults(run=_keys_list)
+    revoke = keys.add_parser("revoke", help="revoke a key")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(run=_keys_revoke)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args, get_settings())
+    except AppError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

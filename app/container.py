@@ -1,0 +1,39 @@
+"""The long-lived parts of a running server, built once by the composition root (app.main)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from litestar import Request
+
+from app.accounts.auth import Authenticator
+from app.accounts.principal import Principal
+from app.db import Database
+from app.memories.engine import MemoryEngine
+from app.memories.service import MemoryService
+from app.settings import Settings
+
+
+@dataclass
+class Container:
+    settings: Settings
+    db: Database
+    engine: MemoryEngine
+    memories: MemoryService
+    authenticator: Authenticator
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def container_of(request: Request[Any, Any, Any]) -> Container:
+    container: Container = request.app.state.container
+    return container
+
+
+async def provide_container(request: Request[Any, Any, Any]) -> Container:
+    return container_of(request)
+
+
+async def provide_principal(request: Request[Any, Any, Any]) -> Principal:
+    """The authenticated caller; 401 with a Bearer challenge when the credential is missing or bad."""
+    return await container_of(request).authenticator.authenticate(request.headers)

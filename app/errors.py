@@ -1,0 +1,80 @@
+"""Domain errors. This is the one place that knows their HTTP status codes and JSON-RPC codes."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class AppError(Exception):
+    """Base of every error a caller may see. ``code`` is stable; ``message`` is for people."""
+
+    status_code: ClassVar[int] = 400
+    code: ClassVar[str] = "bad_request"
+    # JSON-RPC: -32602 invalid params is the right answer for most caller mistakes.
+    jsonrpc_code: ClassVar[int] = -32602
+
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.headers = headers or {}
+        self.extra = extra
+
+    def to_body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        error.update(self.extra)
+        return {"error": error}
+
+
+class ValidationFailed(AppError):
+    status_code = 422
+    code = "invalid_request"
+
+
+class InvalidIdentity(AppError):
+    status_code = 400
+    code = "invalid_user_id"
+
+
+class Unauthorized(AppError):
+    status_code = 401
+    code = "unauthorized"
+    jsonrpc_code = -32001
+
+
+class Forbidden(AppError):
+    status_code = 403
+    code = "forbidden"
+    jsonrpc_code = -32003
+
+
+class NotFound(AppError):
+    status_code = 404
+    code = "not_found"
+    jsonrpc_code = -32004
+
+
+class Conflict(AppError):
+    status_code = 409
+    code = "conflict"
+    jsonrpc_code = -32009
+
+
+class PayloadTooLarge(AppError):
+    status_code = 413
+    code = "payload_too_large"
+
+
+class MemoryTooLarge(PayloadTooLarge):
+    code = "memory_too_large"
+
+
+class RateLimited(AppError):
+    status_code = 429
+    code = "rate_limited"
+    jsonrpc_code = -32029
+
+
+class ServiceUnavailable(AppError):
+    status_code = 503
+    code = "unavailable"
+    jsonrpc_code = -32603

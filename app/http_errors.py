@@ -1,0 +1,65 @@
+"""Render every error as ``{"error": {"code", "message"}}``; the one place HTTP responses for errors are built."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+from app.errors import AppError
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "rate_limited",
+}
+
+
+def _response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response[Any]:
+    return Response(content=body, status_code=status, headers=headers or {}, media_type=MediaType.JSON)
+
+
+def app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[Any]:
+    return _response(exc.status_code, exc.to_body(), exc.headers)
+
+
+def validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
+    details = exc.extra if isinstance(exc.extra, list) else []
+    message = "; ".join(
+        f"{d.get('key') or d.get('source') or 'body'}: {d.get('message')}" for d in details if isinstance(d, dict)
+    )
+    body = {"error": {"code": "invalid_request", "message": message or exc.detail, "details": details}}
+    return _response(422, body)
+
+
+def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    status = exc.status_code
+    code = _HTTP_CODES.get(status, "error")
+    headers = dict(exc.headers or {})
+    return _response(status, {"error": {"code": code, "message": exc.detail}}, headers)
+
+
+def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    body = {"error": {"code": "internal_error", "message": "internal error; it has been logged"}}
+    return _response(HTTP_500_INTERNAL_SERVER_ERROR, body)
+
+
+EXCEPTION_HANDLERS: dict[Any, Any] = {
+    AppError: app_error,
+    ValidationException: validation_error,
+    HTTPException: http_error,
+    Exception: unexpected_error,
+}

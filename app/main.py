@@ -1,0 +1,111 @@
+"""Composition root: builds every long-lived client once, wires the routes, and closes everything on shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+import anyio
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+
+from app.accounts.auth import Authenticator
+from app.container import Container, provide_container, provide_principal
+from app.db import Database
+from app.health import healthz, readyz
+from app.http_errors import EXCEPTION_HANDLERS
+from app.memories.embedder import Embedder, OnnxMiniLMEmbedder
+from app.memories.engine import MemoryEngine
+from app.memories.routes import MemoryController
+from app.memories.service import Limits, MemoryService
+from app.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+
+async def build_container(settings: Settings, embedder: Embedder | None = None) -> Container:
+    data_dir = settings.ensure_data_dir()
+    os.environ.setdefault("MEM0_DIR", str((data_dir / "mem0").resolve()))
+    if embedder is None:
+        embedder = await anyio.to_thread.run_sync(lambda: OnnxMiniLMEmbedder(threads=settings.embed_threads))
+    engine = await anyio.to_thread.run_sync(
+        lambda: MemoryEngine.open(
+            data_dir=data_dir,
+            embedder=embedder,
+            qdrant_url=settings.qdrant_url,
+            qdrant_api_key=settings.qdrant_api_key,
+            qdrant_local_path=settings.qdrant_local_path,
+            collection=settings.qdrant_collection,
+            llm_base_url=settings.llm_base_url,
+            llm_api_key=settings.llm_api_key,
+            llm_model=settings.llm_model,
+        )
+    )
+    db = Database(settings.resolved_database_url)
+    limits = Limits(max_memory_chars=settings.max_memory_chars, max_batch_size=settings.max_batch_size)
+    return Container(
+        settings=settings,
+        db=db,
+        engine=engine,
+        memories=MemoryService(db, engine, limits),
+        authenticator=Authenticator(db, settings.resolved_secret_key()),
+    )
+
+
+async def close_container(container: Container) -> None:
+    await container.db.dispose()
+    await anyio.to_thread.run_sync(container.engine.close)
+
+
+async def _repair_index(container: Container) -> None:
+    """Catch the index up with the database after an unclean stop; the server serves meanwhile."""
+    try:
+        added, removed = await container.memories.repair()
+        if added or removed:
+            log.warning("index repaired: %d memories re-indexed, %d orphans removed", added, removed)
+    except Exception:
+        log.exception("index repair failed; run `engram reindex`")
+
+
+def create_app(settings: Settings | None = None, *, embedder: Embedder | None = None) -> Litestar:
+    """The Litestar app. Tests call this with explicit Settings; `engram serve` with the environment's."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        container = await build_container(settings, embedder)
+        app.state.container = container
+        repair = asyncio.create_task(_repair_index(container))
+        try:
+            yield
+        finally:
+            repair.cancel()
+            await close_container(container)
+
+    dependencies: dict[str, Any] = {
+        "container": Provide(provide_container),
+        "principal": Provide(provide_principal),
+    }
+    return Litestar(
+        route_handlers=[healthz, readyz, MemoryController],
+        dependencies=dependencies,
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=[lifespan],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="Engram",
+            version="0.1.0",
+            description="Hosted memory for AI coding agents.",
+            path="/docs",
+            render_plugins=[SwaggerRenderPlugin()],
+        ),
+        debug=False,
+    )

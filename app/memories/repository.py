@@ -1,0 +1,107 @@
+"""Every SQL query about memory records. Each takes the tenant (user id) first."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.memories.models import MemoryEvent, MemoryRecord
+
+
+async def get(session: AsyncSession, user_id: str, memory_id: str) -> MemoryRecord | None:
+    """A live memory of this tenant; another tenant's id is indistinguishable from a missing one."""
+    query = select(MemoryRecord).where(
+        MemoryRecord.id == memory_id, MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None)
+    )
+    return (await session.execute(query)).scalar_one_or_none()
+
+
+async def get_many(session: AsyncSession, user_id: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+    if not ids:
+        return {}
+    query = select(MemoryRecord).where(
+        MemoryRecord.user_id == user_id, MemoryRecord.id.in_(ids), MemoryRecord.deleted_at.is_(None)
+    )
+    return {record.id: record for record in (await session.execute(query)).scalars()}
+
+
+async def page(
+    session: AsyncSession,
+    user_id: str,
+    visibilities: Sequence[str],
+    *,
+    limit: int,
+    after: tuple[datetime, str] | None,
+) -> Sequence[MemoryRecord]:
+    """Newest first; ``after`` is the (created_at, id) of the last row of the previous page."""
+    query = select(MemoryRecord).where(
+        MemoryRecord.user_id == user_id,
+        MemoryRecord.visibility.in_(visibilities),
+        MemoryRecord.deleted_at.is_(None),
+    )
+    if after is not None:
+        created_at, last_id = after
+        query = query.where(
+            or_(
+                MemoryRecord.created_at < created_at,
+                and_(MemoryRecord.created_at == created_at, MemoryRecord.id < last_id),
+            )
+        )
+    query = query.order_by(MemoryRecord.created_at.desc(), MemoryRecord.id.desc()).limit(limit)
+    return (await session.execute(query)).scalars().all()
+
+
+async def tags_of(session: AsyncSession, user_id: str, visibilities: Sequence[str]) -> list[list[str]]:
+    query = select(MemoryRecord.tags).where(
+        MemoryRecord.user_id == user_id,
+        MemoryRecord.visibility.in_(visibilities),
+        MemoryRecord.deleted_at.is_(None),
+    )
+    return [list(tags or []) for tags in (await session.execute(query)).scalars()]
+
+
+async def history(session: AsyncSession, user_id: str, memory_id: str) -> Sequence[MemoryEvent]:
+    query = (
+        select(MemoryEvent)
+        .where(MemoryEvent.user_id == user_id, MemoryEvent.memory_id == memory_id)
+        .order_by(MemoryEvent.id)
+    )
+    return (await session.execute(query)).scalars().all()
+
+
+async def any_record(session: AsyncSession, user_id: str, memory_id: str) -> MemoryRecord | None:
+    """Live or deleted: history outlives deletion."""
+    query = select(MemoryRecord).where(MemoryRecord.id == memory_id, MemoryRecord.user_id == user_id)
+    return (await session.execute(query)).scalar_one_or_none()
+
+
+async def live_ids(session: AsyncSession) -> set[str]:
+    """Every live memory id of every tenant (index repair)."""
+    query = select(MemoryRecord.id).where(MemoryRecord.deleted_at.is_(None))
+    return set((await session.execute(query)).scalars())
+
+
+async def stream_live(session: AsyncSession, *, batch: int = 500) -> AsyncIterator[list[MemoryRecord]]:
+    """All live memories in id order, a batch at a time (reindex)."""
+    last = ""
+    while True:
+        query = (
+            select(MemoryRecord)
+            .where(MemoryRecord.deleted_at.is_(None), MemoryRecord.id > last)
+            .order_by(MemoryRecord.id)
+            .limit(batch)
+        )
+        rows = list((await session.execute(query)).scalars())
+        if not rows:
+            return
+        yield rows
+        last = rows[-1].id
+
+
+async def by_ids(session: AsyncSession, ids: Sequence[str]) -> Sequence[MemoryRecord]:
+    """Live rows by id across tenants: only for index repair, which works on ids it got from our own index."""
+    query = select(MemoryRecord).where(MemoryRecord.id.in_(ids), MemoryRecord.deleted_at.is_(None))
+    return (await session.execute(query)).scalars().all()

@@ -1,0 +1,104 @@
+"""REST ``/v1`` for memories: thin handlers over MemoryService."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, Response, delete, get, patch, post
+from litestar.params import Parameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+from pydantic import TypeAdapter, ValidationError
+
+from app.accounts.principal import Principal
+from app.container import Container
+from app.errors import ValidationFailed
+from app.memories.schemas import (
+    BatchResponse,
+    CreatedMemory,
+    HistoryResponse,
+    MemoryBatchIn,
+    MemoryIn,
+    MemoryOut,
+    MemoryPage,
+    MemoryPatch,
+    SearchIn,
+    SearchResponse,
+    TopicsResponse,
+)
+from app.memories.scopes import Scope
+
+_add_body: TypeAdapter[MemoryIn | MemoryBatchIn] = TypeAdapter(MemoryIn | MemoryBatchIn)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:10])
+
+
+class SingleAddResponse(CreatedMemory):
+    results: list[CreatedMemory]
+
+
+class MemoryController(Controller):
+    path = "/v1"
+    tags = ["memories"]
+
+    @post("/memories", status_code=HTTP_201_CREATED, summary="Add one memory, or a batch with {'memories': [...]}")
+    async def add(
+        self, data: dict[str, Any], principal: Principal, container: Container
+    ) -> Response[SingleAddResponse | BatchResponse]:
+        try:
+            body = _add_body.validate_python(data)
+        except ValidationError as exc:
+            raise ValidationFailed(_validation_message(exc)) from None
+        items = body.memories if isinstance(body, MemoryBatchIn) else [body]
+        created = await container.memories.add(principal, None, items)
+        if isinstance(body, MemoryBatchIn):
+            return Response(BatchResponse(results=created), status_code=HTTP_201_CREATED)
+        if not created:  # infer extracted nothing worth keeping
+            empty = {"id": None, "results": []}
+            return Response(empty, status_code=HTTP_200_OK)  # type: ignore[arg-type]
+        first = created[0]
+        return Response(SingleAddResponse(**first.model_dump(), results=created), status_code=HTTP_201_CREATED)
+
+    @get("/memories", summary="List readable memories, newest first, with cursor pagination")
+    async def list_memories(
+        self,
+        principal: Principal,
+        container: Container,
+        session: str | None = None,
+        agent: str | None = None,
+        scope: Scope | None = None,
+        tags: Annotated[list[str] | None, Parameter(description="Memories carrying all of these tags")] = None,
+        limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        return await container.memories.list(
+            principal, None, session=session, agent=agent, scope=scope, tags=tags or (), limit=limit, cursor=cursor
+        )
+
+    @post("/memories/search", status_code=HTTP_200_OK, summary="Semantic search over readable memories")
+    async def search(self, data: SearchIn, principal: Principal, container: Container) -> SearchResponse:
+        return SearchResponse(results=await container.memories.search(principal, None, data))
+
+    @get("/memories/{memory_id:str}")
+    async def get_memory(self, memory_id: str, principal: Principal, container: Container) -> MemoryOut:
+        return await container.memories.get(principal, None, memory_id)
+
+    @patch("/memories/{memory_id:str}")
+    async def update(self, memory_id: str, data: MemoryPatch, principal: Principal, container: Container) -> MemoryOut:
+        return await container.memories.update(principal, None, memory_id, data)
+
+    @delete("/memories/{memory_id:str}", status_code=HTTP_200_OK)
+    async def delete_memory(self, memory_id: str, principal: Principal, container: Container) -> dict[str, Any]:
+        deleted = await container.memories.delete(principal, None, [memory_id])
+        return {"deleted": deleted}
+
+    @get("/memories/{memory_id:str}/history")
+    async def history(self, memory_id: str, principal: Principal, container: Container) -> HistoryResponse:
+        return HistoryResponse(memory_id=memory_id, history=await container.memories.history(principal, None, memory_id))
+
+    @get("/topics", summary="The tags of readable memories with counts")
+    async def topics(
+        self, principal: Principal, container: Container, session: str | None = None, agent: str | None = None
+    ) -> TopicsResponse:
+        return TopicsResponse(topics=await container.memories.topics(principal, None, session=session, agent=agent))

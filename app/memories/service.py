@@ -1,0 +1,390 @@
+"""The memory rules, written once for REST and MCP: scopes, limits, tenant isolation, ordering of writes.
+
+The database is the record; the vector index is derived from it. A write is acknowledged only after both hold it,
+so an acknowledged write survives a crash, and the index can always be rebuilt from the database (``reindex``).
+Writes go index-first because mem0 chooses the memory ids; a failed database commit removes what was indexed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.accounts.principal import Principal
+from app.db import Database, utcnow
+from app.errors import MemoryTooLarge, NotFound, PayloadTooLarge, ValidationFailed
+from app.identity import Identity
+from app.memories import repository
+from app.memories.engine import IndexedMemory, MemoryEngine
+from app.memories.models import MemoryEvent, MemoryRecord
+from app.memories.schemas import (
+    CreatedMemory,
+    HistoryEntry,
+    MemoryIn,
+    MemoryOut,
+    MemoryPage,
+    MemoryPatch,
+    SearchIn,
+    SearchResult,
+    Topic,
+)
+from app.memories.scopes import Scope, can_read, default_scope, readable_keys, viewer, visibility_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_memory_chars: int
+    max_batch_size: int
+
+
+def to_out(record: MemoryRecord) -> MemoryOut:
+    return MemoryOut(
+        id=record.id,
+        content=record.content,
+        scope=record.scope,  # type: ignore[arg-type]
+        tags=list(record.tags or []),
+        metadata=dict(record.metadata_ or {}),
+        session=record.session,
+        agent=record.agent,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+def to_indexed(record: MemoryRecord) -> IndexedMemory:
+    return IndexedMemory(
+        id=record.id,
+        user_id=record.user_id,
+        visibility=record.visibility,
+        scope=record.scope,
+        session=record.session,
+        agent=record.agent,
+        content=record.content,
+        tags=list(record.tags or []),
+        metadata=dict(record.metadata_ or {}),
+        created_at=record.created_at.isoformat(),
+    )
+
+
+def encode_cursor(record: MemoryRecord) -> str:
+    return base64.urlsafe_b64encode(f"{record.created_at.isoformat()}|{record.id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, _, memory_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(created), memory_id
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise ValidationFailed("cursor is not one this API returned", field="cursor") from exc
+
+
+def resolve_identity(principal: Principal, identity: Identity | None, session: str | None, agent: str | None) -> Identity:
+    """A session URL fixes the identity; a plain caller may name a session and agent per request."""
+    if identity is not None and identity.is_session:
+        if (session is not None and session != identity.session) or (agent is not None and agent != identity.agent):
+            raise ValidationFailed("this endpoint is bound to one session and agent; do not name another")
+        return identity
+    return viewer(principal.user_id, session, agent)
+
+
+class MemoryService:
+    """Memory operations on behalf of a principal. Created once; holds the database and the index."""
+
+    def __init__(self, db: Database, engine: MemoryEngine, limits: Limits) -> None:
+        self.db = db
+        self.engine = engine
+        self.limits = limits
+
+    def _check_size(self, content: str) -> None:
+        if len(content) > self.limits.max_memory_chars:
+            raise MemoryTooLarge(f"memory is {len(content)} characters; the limit is {self.limits.max_memory_chars}")
+
+    async def add(self, principal: Principal, identity: Identity | None, items: Sequence[MemoryIn]) -> list[CreatedMemory]:
+        """Store memories (all or none) and return what was stored; infer may turn one text into several facts."""
+        principal.require_write()
+        if len(items) > self.limits.max_batch_size:
+            raise PayloadTooLarge(f"a batch holds at most {self.limits.max_batch_size} memories")
+        plans: list[tuple[MemoryIn, Identity, Scope, str]] = []
+        for item in items:
+            self._check_size(item.content)
+            who = resolve_identity(principal, identity, item.session, item.agent)
+            scope = item.scope or default_scope(who)
+            plans.append((item, who, scope, visibility_key(scope, who)))
+            if item.infer and not self.engine.infer_available:
+                raise ValidationFailed("infer needs an LLM; this server has none configured (ENGRAM_LLM_BASE_URL)")
+
+        indexed: list[str] = []
+        records: list[MemoryRecord] = []
+        try:
+            for item, who, scope, visibility in plans:
+                outcomes = await self.engine.add(
+                    user_id=principal.user_id,
+                    content=item.content,
+                    visibility=visibility,
+                    scope=scope,
+                    session=who.session,
+                    agent=who.agent,
+                    tags=list(item.tags),
+                    metadata=dict(item.metadata),
+                    infer=item.infer,
+                )
+                now = utcnow()
+                for outcome in outcomes:
+                    indexed.append(outcome.id)
+                    records.append(
+                        MemoryRecord(
+                            id=outcome.id,
+                            user_id=principal.user_id,
+                            session=who.session,
+                            agent=who.agent,
+                            scope=scope,
+                            visibility=visibility,
+                            content=outcome.content,
+                            tags=list(item.tags),
+                            metadata_=dict(item.metadata),
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
+            async with self.db.session() as session:
+                session.add_all(records)
+                await session.flush()
+                session.add_all(
+                    MemoryEvent(
+                        memory_id=r.id,
+                        user_id=r.user_id,
+                        event="ADD",
+                        new_content=r.content,
+                        actor=_actor(principal, r.session, r.agent),
+                        created_at=r.created_at,
+                    )
+                    for r in records
+                )
+        except BaseException:
+            await self._unindex(principal.user_id, indexed)
+            raise
+        return [CreatedMemory(**to_out(r).model_dump(), event="ADD") for r in records]
+
+    async def _unindex(self, user_id: str, ids: Sequence[str]) -> None:
+        for memory_id in ids:
+            try:
+                await self.engine.delete(user_id=user_id, memory_id=memory_id)
+            except Exception:  # the index is derived; repair removes what this could not
+                log.warning("could not remove unacknowledged memory %s from the index", memory_id, exc_info=True)
+
+    async def search(self, principal: Principal, identity: Identity | None, request: SearchIn) -> list[SearchResult]:
+        """Semantic search over the memories this identity may read, best first."""
+        who = resolve_identity(principal, identity, request.session, request.agent)
+        hits = await self.engine.search(
+            user_id=principal.user_id,
+            query=request.query,
+            visibilities=readable_keys(who),
+            limit=request.limit,
+            threshold=request.threshold,
+            tags=list(request.tags) if request.tags else None,
+            metadata=request.metadata,
+        )
+        async with self.db.session() as session:
+            rows = await repository.get_many(session, principal.user_id, [hit.id for hit in hits])
+        results = []
+        for hit in hits:
+            record = rows.get(hit.id)
+            # The database has the last word: a row deleted, or never committed, is not a result.
+            if record is None or not can_read(who, record.visibility):
+                continue
+            out = to_out(record)
+            results.append(
+                SearchResult(
+                    id=out.id,
+                    content=out.content,
+                    score=round(hit.score, 6),
+                    scope=out.scope,
+                    tags=out.tags,
+                    metadata=out.metadata,
+                    session=out.session,
+                    agent=out.agent,
+                    created_at=out.created_at,
+                )
+            )
+        return results
+
+    async def list(
+        self,
+        principal: Principal,
+        identity: Identity | None,
+        *,
+        session: str | None = None,
+        agent: str | None = None,
+        scope: Scope | None = None,
+        tags: Sequence[str] = (),
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """The readable memories, newest first, one page at a time; tags must all be present."""
+        who = resolve_identity(principal, identity, session, agent)
+        if not 1 <= limit <= 200:
+            raise ValidationFailed("limit must be between 1 and 200", field="limit")
+        visibilities = readable_keys(who, scope)
+        after = decode_cursor(cursor) if cursor else None
+        wanted = set(tags)
+        out: list[MemoryRecord] = []
+        async with self.db.session() as db_session:
+            # Tag filtering happens here rather than in SQL because JSON containment differs between the backends.
+            while len(out) < limit:
+                rows = await repository.page(
+                    db_session, principal.user_id, visibilities, limit=limit if not wanted else limit * 4, after=after
+                )
+                if not rows:
+                    break
+                for row in rows:
+                    after = (row.created_at, row.id)
+                    if wanted.issubset(row.tags or []):
+                        out.append(row)
+                        if len(out) == limit:
+                            break
+                if len(rows) < (limit if not wanted else limit * 4):
+                    break
+        more = len(out) == limit
+        return MemoryPage(memories=[to_out(r) for r in out], next_cursor=encode_cursor(out[-1]) if more else None)
+
+    async def _readable(
+        self, session: AsyncSession, principal: Principal, who: Identity, memory_id: str
+    ) -> MemoryRecord:
+        record = await repository.get(session, principal.user_id, memory_id)
+        # A session agent reaches only what it may read; the owner reaches every memory of theirs by id.
+        if record is None or (who.is_session and not can_read(who, record.visibility)):
+            raise NotFound(f"no memory {memory_id}")
+        return record
+
+    async def get(self, principal: Principal, identity: Identity | None, memory_id: str) -> MemoryOut:
+        """One memory by id; another tenant's id answers as if it did not exist."""
+        who = resolve_identity(principal, identity, None, None)
+        async with self.db.session() as session:
+            return to_out(await self._readable(session, principal, who, memory_id))
+
+    async def update(
+        self, principal: Principal, identity: Identity | None, memory_id: str, patch: MemoryPatch
+    ) -> MemoryOut:
+        """Change a memory's content, tags or metadata; the index follows."""
+        principal.require_write()
+        if patch.content is None and patch.tags is None and patch.metadata is None:
+            raise ValidationFailed("nothing to update: give content, tags or metadata")
+        if patch.content is not None:
+            self._check_size(patch.content)
+        who = resolve_identity(principal, identity, None, None)
+        async with self.db.session() as session:
+            record = await self._readable(session, principal, who, memory_id)
+            old_content = record.content
+            await self.engine.update(
+                user_id=principal.user_id,
+                memory_id=memory_id,
+                content=patch.content,
+                tags=list(patch.tags) if patch.tags is not None else None,
+                metadata=dict(patch.metadata) if patch.metadata is not None else None,
+            )
+            if patch.content is not None:
+                record.content = patch.content
+            if patch.tags is not None:
+                record.tags = list(patch.tags)
+            if patch.metadata is not None:
+                record.metadata_ = dict(patch.metadata)
+            record.updated_at = utcnow()
+            session.add(
+                MemoryEvent(
+                    memory_id=record.id,
+                    user_id=record.user_id,
+                    event="UPDATE",
+                    old_content=old_content,
+                    new_content=record.content,
+                    actor=_actor(principal, who.session, who.agent),
+                    created_at=record.updated_at,
+                )
+            )
+            return to_out(record)
+
+    async def delete(self, principal: Principal, identity: Identity | None, memory_ids: Sequence[str]) -> list[str]:
+        """Delete memories (all or none). The record keeps a deleted mark and its history."""
+        principal.require_write()
+        who = resolve_identity(principal, identity, None, None)
+        async with self.db.session() as session:
+            records = [await self._readable(session, principal, who, memory_id) for memory_id in memory_ids]
+            now = utcnow()
+            for record in records:
+                record.deleted_at = now
+                session.add(
+                    MemoryEvent(
+                        memory_id=record.id,
+                        user_id=record.user_id,
+                        event="DELETE",
+                        old_content=record.content,
+                        actor=_actor(principal, who.session, who.agent),
+                        created_at=now,
+                    )
+                )
+        # Committed first: searches hydrate from the database, so a deleted memory is gone even before the index.
+        await self._unindex(principal.user_id, [r.id for r in records])
+        return [r.id for r in records]
+
+    async def history(self, principal: Principal, identity: Identity | None, memory_id: str) -> list[HistoryEntry]:
+        """Every change of a memory, oldest first; deleted memories keep theirs."""
+        who = resolve_identity(principal, identity, None, None)
+        async with self.db.session() as session:
+            record = await repository.any_record(session, principal.user_id, memory_id)
+            if record is None or (who.is_session and not can_read(who, record.visibility)):
+                raise NotFound(f"no memory {memory_id}")
+            events = await repository.history(session, principal.user_id, memory_id)
+        return [
+            HistoryEntry(
+                event=e.event, old_content=e.old_content, new_content=e.new_content, actor=e.actor, created_at=e.created_at
+            )
+            for e in events
+        ]
+
+    async def topics(
+        self, principal: Principal, identity: Identity | None, *, session: str | None = None, agent: str | None = None
+    ) -> list[Topic]:
+        """The tags of the readable memories with how many memories carry each, most used first."""
+        who = resolve_identity(principal, identity, session, agent)
+        async with self.db.session() as db_session:
+            tag_lists = await repository.tags_of(db_session, principal.user_id, readable_keys(who))
+        counts = Counter(tag for tags in tag_lists for tag in tags)
+        return [Topic(tag=tag, count=count) for tag, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+    async def reindex(self) -> int:
+        """Rebuild the whole vector index from the database."""
+        await self.engine.reset()
+        total = 0
+        async with self.db.session() as session:
+            async for batch in repository.stream_live(session):
+                await self.engine.upsert([to_indexed(r) for r in batch])
+                total += len(batch)
+        return total
+
+    async def repair(self) -> tuple[int, int]:
+        """Make the index match the database: add live rows it lacks, drop points no live row backs."""
+        async with self.db.session() as session:
+            live = await repository.live_ids(session)
+        indexed = await self.engine.ids()
+        missing = sorted(live - indexed)
+        orphans = sorted(indexed - live)
+        for start in range(0, len(missing), 500):
+            async with self.db.session() as session:
+                rows = await repository.by_ids(session, missing[start : start + 500])
+            await self.engine.upsert([to_indexed(r) for r in rows])
+        if orphans:
+            await self.engine.purge(orphans)
+        return len(missing), len(orphans)
+
+
+def _actor(principal: Principal, session: str | None, agent: str | None) -> str:
+    who = principal.user_id if session is None else f"{principal.user_id}/{session}/{agent or '-'}"
+    return f"{who} via {principal.key_id or principal.via}"

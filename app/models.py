@@ -1,0 +1,6 @@
+"""Imports every domain's models so Base.metadata is complete (for Alembic and for tests)."""
+
+
+def load_all_models() -> None:
+    import app.accounts.models
+    import app.memories.models  # noqa: F401

@@ -1,0 +1,94 @@
+"""The one place that reads the environment (prefix ``ENGRAM_``)."""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob Engram has. Tests build ``Settings(...)`` explicitly; the server uses ``get_settings()``."""
+
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    data_dir: Path = Path("./data")
+
+    # Unset: SQLite under data_dir. Production: postgresql+asyncpg://...
+    database_url: str | None = None
+    # Unset: Qdrant's own engine in-process (qdrant-edge) under data_dir.
+    qdrant_url: str | None = None
+    qdrant_api_key: str | None = None
+    # Only for tests and small installs: qdrant-client's local mode at this path instead of a server.
+    qdrant_local_path: Path | None = None
+    qdrant_collection: str = "engram_memories"
+    # Unset: coordination runs in-process (single instance only).
+    redis_url: str | None = None
+
+    # An OpenAI-compatible LLM enables mem0's fact extraction (infer).
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    llm_model: str = "gpt-4o-mini"
+
+    # What clients are told to connect to (install commands, OAuth metadata).
+    public_base_url: str | None = None
+
+    # Keys are stored as HMAC-SHA256(secret_key, key). Unset: generated once and kept in data_dir.
+    secret_key: str | None = None
+
+    max_body_bytes: int = 1_048_576
+    max_memory_chars: int = 16_000
+    max_batch_size: int = 100
+
+    # ONNX Runtime spins its intra-op threads; one keeps a core free for the event loop.
+    embed_threads: int = 1
+    log_level: str = "info"
+
+    @model_validator(mode="after")
+    def _derive_defaults(self) -> Settings:
+        if self.public_base_url is None:
+            self.public_base_url = f"http://{self.host}:{self.port}"
+        self.public_base_url = self.public_base_url.rstrip("/")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'engram.db').resolve()}"
+
+    @property
+    def llm_enabled(self) -> bool:
+        return bool(self.llm_base_url)
+
+    @property
+    def resolved_public_base_url(self) -> str:
+        assert self.public_base_url is not None
+        return self.public_base_url
+
+    def ensure_data_dir(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return self.data_dir
+
+    def resolved_secret_key(self) -> bytes:
+        """The HMAC key for API keys: from the environment, else created once under data_dir."""
+        if self.secret_key:
+            return self.secret_key.encode()
+        path = self.ensure_data_dir() / "secret.key"
+        if not path.exists():
+            path.write_text(secrets.token_urlsafe(48))
+            path.chmod(0o600)
+        return path.read_text().strip().encode()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+__all__ = ["Field", "Settings", "get_settings"]

@@ -1,0 +1,113 @@
+"""Run the real server on 127.0.0.1 in a background thread, and make accounts for tests."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+
+from app.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class RunningServer:
+    settings: Settings
+    base_url: str
+    server: uvicorn.Server
+
+    def client(self, key: str | None = None, **kwargs: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=30, **kwargs)
+
+    @property
+    def container(self) -> Any:
+        return self.server.config.app.state.container  # type: ignore[attr-defined]
+
+    def run(self, coro: Any) -> Any:
+        """Run a coroutine on the server's own loop (for reaching services directly, e.g. creating accounts)."""
+        loop = self.server.config.app.state.loop  # type: ignore[attr-defined]
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout=60)
+
+
+@contextmanager
+def serve(settings: Settings, *, embedder: Any = None) -> Iterator[RunningServer]:
+    from app.main import create_app
+
+    app = create_app(settings, embedder=embedder)
+
+    @app.on_startup.append  # type: ignore[arg-type]
+    async def _remember_loop() -> None:
+        app.state.loop = asyncio.get_running_loop()
+
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"engram-{settings.port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("server did not start")
+        time.sleep(0.02)
+    try:
+        yield RunningServer(settings, f"http://{settings.host}:{settings.port}", server)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@dataclass(frozen=True)
+class Account:
+    user_id: str
+    key: str
+    key_id: str
+
+
+def make_account(server: RunningServer, *, scope: str = "write", email: str | None = None) -> Account:
+    """A new user with one key, made through the same service the CLI uses."""
+    import uuid
+
+    from app.accounts import service
+
+    container = server.container
+
+    async def create() -> Account:
+        async with container.db.session() as session:
+            user = await service.create_user(session, email or f"{uuid.uuid4().hex[:12]}@example.test")
+            created = await service.create_key(
+                session, container.settings.resolved_secret_key(), user.id, name="test", scope=scope
+            )
+        return Account(user.id, created.plaintext, created.key.id)
+
+    result: Account = server.run(create())
+    return result
+
+
+def add_key(server: RunningServer, user_id: str, *, scope: str = "write") -> Account:
+    from app.accounts import service
+
+    container = server.container
+
+    async def create() -> Account:
+        async with container.db.session() as session:
+            created = await service.create_key(
+                session, container.settings.resolved_secret_key(), user_id, name="extra", scope=scope
+            )
+        return Account(user_id, created.plaintext, created.key.id)
+
+    result: Account = server.run(create())
+    return result
