@@ -9,9 +9,11 @@ from litestar import Request
 
 from app.accounts.auth import Authenticator
 from app.accounts.principal import Principal
+from app.coordination import Coordination
 from app.db import Database
 from app.memories.engine import MemoryEngine
 from app.memories.service import MemoryService
+from app.sessions.service import SessionService
 from app.settings import Settings
 
 
@@ -22,6 +24,8 @@ class Container:
     engine: MemoryEngine
     memories: MemoryService
     authenticator: Authenticator
+    coordination: Coordination
+    sessions: SessionService
     extras: dict[str, Any] = field(default_factory=dict)
 
 

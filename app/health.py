@@ -19,7 +19,11 @@ async def healthz() -> dict[str, str]:
 async def readyz(container: Container) -> Response[dict[str, Any]]:
     checks: dict[str, Any] = {}
     ready = True
-    probes: dict[str, Any] = {"database": container.db.ping, "vector_index": container.engine.ping}
+    probes: dict[str, Any] = {
+        "database": container.db.ping,
+        "vector_index": container.engine.ping,
+        "coordination": container.coordination.ping,
+    }
     probes.update(container.extras.get("readiness", {}))
     for name, probe in probes.items():
         started = time.perf_counter()
@@ -30,5 +34,6 @@ async def readyz(container: Container) -> Response[dict[str, Any]]:
             ready = False
             checks[name] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
     checks["vector_index"]["backend"] = container.engine.backend
+    checks["coordination"]["backend"] = container.coordination.name
     body = {"status": "ready" if ready else "unavailable", "checks": checks}
     return Response(body, status_code=200 if ready else 503)

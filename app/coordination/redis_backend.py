@@ -1,0 +1,315 @@
+"""Coordination in Redis, shared by every server instance.
+
+Key layout (``{tag}`` is ``{user_id:session}``, percent-encoded, so one session's keys share a cluster slot):
+``claim:PATH`` hash per held file (expires with the claim), ``claims`` zset index of held paths,
+``fences`` hash of per-file fencing counters, ``feed`` stream of changes, ``presence`` zset agent -> last-seen ms,
+and the pub/sub channel ``events``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
+from datetime import datetime
+from typing import Any, cast
+from urllib.parse import quote
+
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
+from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from app.coordination import redis_scripts, rules
+from app.coordination.cursors import (
+    MAX_PART,
+    START,
+    cursor_before,
+    datetime_to_ms,
+    ms_to_datetime,
+    now_ms,
+    parse_cursor,
+)
+from app.coordination.errors import CoordinationUnavailable
+from app.coordination.events import change_event, claim_event, decode_event, encode_event, release_event
+from app.coordination.models import (
+    Change,
+    ChangePage,
+    Claim,
+    ClaimConflict,
+    ClaimResult,
+    Event,
+    Presence,
+    ReleaseResult,
+    SessionKey,
+)
+from app.errors import ValidationFailed
+
+logger = logging.getLogger(__name__)
+
+_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError, OSError, TimeoutError)
+
+
+@contextmanager
+def _guard() -> Iterator[None]:
+    """Turn "Redis cannot serve us" into ``CoordinationUnavailable``; other errors are bugs and pass through."""
+    try:
+        yield
+    except _UNAVAILABLE as exc:
+        # Callers see the kind of failure; the address and details stay in the chained exception for the logs.
+        raise CoordinationUnavailable(f"redis did not answer ({type(exc).__name__})") from exc
+
+
+class RedisCoordination:
+    """Coordination shared through one Redis server."""
+
+    name: str = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "engram:coord:",
+        presence_ttl_seconds: float = rules.DEFAULT_PRESENCE_TTL_SECONDS,
+        retention_seconds: int = rules.DEFAULT_RETENTION_SECONDS,
+        max_connections: int = 64,
+        max_subscribers: int = 1000,
+        connect_timeout: float = 2.0,
+        command_timeout: float = 2.0,
+    ) -> None:
+        if "{" in prefix or "}" in prefix:
+            raise ValueError("prefix must not contain braces: they would change the cluster hash tag")
+        self._prefix = prefix
+        self._presence_ttl_ms = int(presence_ttl_seconds * 1000)
+        self._retention_ms = retention_seconds * 1000
+
+        def options() -> dict[str, Any]:
+            return {
+                "decode_responses": True,
+                "socket_connect_timeout": connect_timeout,
+                "socket_timeout": command_timeout,
+                "health_check_interval": 15,
+                # Few quick retries: enough to replace a connection the server dropped, few enough to fail fast.
+                "retry": Retry(ExponentialWithJitterBackoff(base=0.02, cap=0.25), retries=2),
+            }
+
+        # Callers wait up to the command timeout for a free connection instead of failing at once under load.
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=command_timeout, **options()
+        )
+        self._client = Redis.from_pool(pool)
+        # Each subscriber holds a connection for as long as it listens; keep them out of the command pool.
+        self._pubsub_client = Redis.from_pool(
+            ConnectionPool.from_url(url, max_connections=max_subscribers, **options())
+        )
+        self._claim_script = self._client.register_script(redis_scripts.CLAIM)
+        self._release_script = self._client.register_script(redis_scripts.RELEASE)
+
+    def _key(self, key: SessionKey, suffix: str) -> str:
+        rules.check_key(key)
+        tag = f"{quote(key.user_id, safe='')}:{quote(key.session, safe='')}"
+        return f"{self._prefix}{{{tag}}}:{suffix}"
+
+    async def _publish(self, key: SessionKey, event: Event) -> None:
+        # Best effort: the claim or change is already stored, and failing the call now would hide that from the caller.
+        try:
+            await self._client.publish(self._key(key, "events"), encode_event(event))
+        except _UNAVAILABLE:
+            logger.warning("coordination: could not publish a %s event", event.kind, exc_info=True)
+
+    async def claim(
+        self,
+        key: SessionKey,
+        agent: str,
+        paths: Sequence[str],
+        operation: str = "write",
+        ttl_seconds: int = 1800,
+        *,
+        ttl_ms: int | None = None,
+    ) -> ClaimResult:
+        """Claim every path or none, atomically."""
+        rules.check_agent(agent)
+        wanted = rules.normalise_paths(paths)
+        operation = rules.check_operation(operation)
+        ttl = rules.ttl_millis(ttl_seconds, ttl_ms)
+        keys = [self._key(key, "claims"), self._key(key, "fences"), *(self._key(key, f"claim:{p}") for p in wanted)]
+        with _guard():
+            result = await self._claim_script(keys=keys, args=[agent, operation, ttl, self._retention_ms, *wanted])
+            if result[0] == 0:
+                conflicts = [
+                    ClaimConflict(path, holder, op, ms_to_datetime(int(expires)))
+                    for path, holder, op, expires in result[2:]
+                ]
+                return ClaimResult(granted=[], conflicts=conflicts)
+            now, expires_at = int(result[1]), ms_to_datetime(int(result[2]))
+            granted = [
+                Claim(path, agent, operation, int(token), expires_at)
+                for path, token in zip(wanted, result[3:], strict=True)
+            ]
+            await self._publish(key, claim_event(agent, granted, ms_to_datetime(now)))
+        return ClaimResult(granted=granted, conflicts=[])
+
+    async def release(self, key: SessionKey, agent: str, paths: Sequence[str]) -> ReleaseResult:
+        """Release what ``agent`` holds among ``paths``, atomically."""
+        rules.check_agent(agent)
+        wanted = rules.normalise_paths(paths)
+        keys = [self._key(key, "claims"), *(self._key(key, f"claim:{p}") for p in wanted)]
+        released: list[str] = []
+        not_held: list[ClaimConflict | str] = []
+        with _guard():
+            result = await self._release_script(keys=keys, args=[agent, *wanted])
+            for path, entry in zip(wanted, result[1:], strict=True):
+                if entry[0] == 1:
+                    released.append(path)
+                elif entry[0] == 0:
+                    not_held.append(path)
+                else:
+                    not_held.append(ClaimConflict(path, entry[1], entry[2], ms_to_datetime(int(entry[3]))))
+            if released:
+                await self._publish(key, release_event(agent, released, ms_to_datetime(int(result[0]))))
+        return ReleaseResult(released=released, not_held=not_held)
+
+    async def claims(self, key: SessionKey) -> list[Claim]:
+        """The unexpired claims, by path."""
+        index = self._key(key, "claims")
+        with _guard():
+            paths = cast(list[str], await self._client.zrange(index, 0, -1))
+            if not paths:
+                return []
+            paths.sort()
+            pipe = self._client.pipeline(transaction=False)
+            for path in paths:
+                pipe.hmget(self._key(key, f"claim:{path}"), ["agent", "op", "token", "exp"])
+            rows = await pipe.execute()
+        # A claim hash outlives nothing: if it is gone, the claim expired or was released since the index was read.
+        return [
+            Claim(path, agent, op, int(token), ms_to_datetime(int(expires)))
+            for path, (agent, op, token, expires) in zip(paths, rows, strict=True)
+            if agent is not None
+        ]
+
+    async def broadcast(self, key: SessionKey, agent: str, paths: Sequence[str], summary: str) -> Change:
+        """Append a change to the session's stream and announce it."""
+        rules.check_agent(agent)
+        files = rules.normalise_paths(paths, allow_empty=True)
+        summary = rules.check_summary(summary)
+        feed = self._key(key, "feed")
+        fields = {"agent": agent, "paths": json.dumps(files), "summary": summary}
+        with _guard():
+            pipe = self._client.pipeline(transaction=True)
+            pipe.xadd(feed, fields, maxlen=rules.FEED_MAX_ENTRIES, approximate=True)  # type: ignore[arg-type]
+            pipe.pexpire(feed, self._retention_ms)
+            entry_id, _ = await pipe.execute()
+            change = _change(entry_id, fields)
+            await self._publish(key, change_event(change))
+        return change
+
+    async def changes(
+        self,
+        key: SessionKey,
+        *,
+        since: str | None = None,
+        since_time: datetime | None = None,
+        exclude_agent: str | None = None,
+        limit: int = 100,
+    ) -> ChangePage:
+        """Changes after ``since`` (exclusive) or at/after ``since_time``, oldest first."""
+        rules.check_limit(limit)
+        if since is not None and since_time is not None:
+            raise ValidationFailed("pass since or since_time, not both")
+        if exclude_agent is not None:
+            rules.check_agent(exclude_agent, "exclude_agent")
+        feed = self._key(key, "feed")
+        if since is not None:
+            if parse_cursor(since) == (MAX_PART, MAX_PART):
+                return ChangePage(changes=[], cursor=since)
+            cursor, start = since, f"({since}"
+        elif since_time is not None:
+            cursor = cursor_before(datetime_to_ms(since_time))
+            start = f"({cursor}"
+        else:
+            cursor, start = START, "-"
+        picked: list[Change] = []
+        with _guard():
+            while len(picked) < limit:
+                entries = cast(
+                    list[tuple[str, dict[str, str]]], await self._client.xrange(feed, min=start, max="+", count=limit)
+                )
+                for entry_id, fields in entries:
+                    cursor = entry_id
+                    if fields.get("agent") != exclude_agent:
+                        picked.append(_change(entry_id, fields))
+                        if len(picked) == limit:
+                            break
+                if len(entries) < limit:
+                    break
+                start = f"({cursor}"
+        return ChangePage(changes=picked, cursor=cursor)
+
+    async def touch(self, key: SessionKey, agent: str) -> None:
+        """Record ``agent`` as present now."""
+        rules.check_agent(agent)
+        presence = self._key(key, "presence")
+        now = now_ms()
+        with _guard():
+            pipe = self._client.pipeline(transaction=True)
+            pipe.zadd(presence, {agent: now})
+            pipe.zremrangebyscore(presence, "-inf", now - self._presence_ttl_ms)
+            pipe.pexpire(presence, max(self._presence_ttl_ms, 1))
+            await pipe.execute()
+
+    async def presence(self, key: SessionKey) -> list[Presence]:
+        """Agents seen within the presence TTL, most recent first."""
+        presence = self._key(key, "presence")
+        cutoff = now_ms() - self._presence_ttl_ms
+        with _guard():
+            rows = cast(
+                list[tuple[str, float]],
+                await self._client.zrevrangebyscore(presence, "+inf", f"({cutoff}", withscores=True),
+            )
+        return [Presence(agent, ms_to_datetime(int(ms))) for agent, ms in rows]
+
+    @asynccontextmanager
+    async def subscribe(self, key: SessionKey) -> AsyncIterator[AsyncIterator[Event]]:
+        """Live events of the session while the context is open; a lost connection raises CoordinationUnavailable."""
+        channel = self._key(key, "events")
+        pubsub = self._pubsub_client.pubsub()
+        try:
+            with _guard():
+                await pubsub.subscribe(channel)
+                # Wait for the confirmation so that nothing published after entering can be missed.
+                async with asyncio.timeout(5):
+                    while (message := await pubsub.get_message(timeout=1.0)) is None or message["type"] != "subscribe":
+                        pass
+            yield _listen(pubsub)
+        finally:
+            with suppress(*_UNAVAILABLE):
+                await pubsub.aclose()
+
+    async def ping(self) -> None:
+        """Raise ``CoordinationUnavailable`` unless Redis answers."""
+        with _guard():
+            await self._client.ping()
+
+    async def close(self) -> None:
+        """Close both connection pools."""
+        await self._client.aclose()
+        await self._pubsub_client.aclose()
+
+
+async def _listen(pubsub: PubSub) -> AsyncIterator[Event]:
+    while True:
+        with _guard():
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+        if message is not None and message["type"] == "message":
+            yield decode_event(message["data"])
+
+
+def _change(entry_id: str, fields: dict[str, str]) -> Change:
+    ms = int(entry_id.partition("-")[0])
+    return Change(entry_id, fields["agent"], json.loads(fields["paths"]), fields["summary"], ms_to_datetime(ms))

@@ -1,0 +1,64 @@
+"""The Lua scripts that make claims and releases atomic across files and server instances.
+
+Time comes from the Redis server (TIME), so instances with skewed clocks still agree on expiry.
+"""
+
+from __future__ import annotations
+
+# KEYS: claim index (zset path -> expiry ms), fencing counters (hash path -> n), then one claim hash per path.
+# ARGV: agent, operation, ttl ms, retention ms, then the paths in KEYS order.
+# Returns {0, now, {path, holder, operation, expires_ms}...} on conflict, else {1, now, expires_ms, token...}.
+CLAIM = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local agent, operation = ARGV[1], ARGV[2]
+local ttl, retention = tonumber(ARGV[3]), tonumber(ARGV[4])
+local n = #KEYS - 2
+local result = {0, now}
+for i = 1, n do
+  local held = redis.call('HMGET', KEYS[i + 2], 'agent', 'op', 'exp')
+  if held[1] and held[1] ~= agent then
+    table.insert(result, {ARGV[i + 4], held[1], held[2], tonumber(held[3])})
+  end
+end
+if #result > 2 then
+  return result
+end
+local expires = now + ttl
+result = {1, now, expires}
+for i = 1, n do
+  local path = ARGV[i + 4]
+  local token = redis.call('HINCRBY', KEYS[2], path, 1)
+  redis.call('HSET', KEYS[i + 2], 'agent', agent, 'op', operation, 'token', token, 'exp', expires)
+  redis.call('PEXPIREAT', KEYS[i + 2], expires)
+  redis.call('ZADD', KEYS[1], expires, path)
+  table.insert(result, token)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('PEXPIRE', KEYS[1], retention)
+redis.call('PEXPIRE', KEYS[2], retention)
+return result
+"""
+
+# KEYS: claim index, then one claim hash per path. ARGV: agent, then the paths in KEYS order.
+# Returns {now, entry...}, one entry per path: {1} released, {0} nobody holds it,
+# {2, holder, operation, expires_ms} someone else holds it.
+RELEASE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local agent = ARGV[1]
+local result = {now}
+for i = 2, #KEYS do
+  local held = redis.call('HMGET', KEYS[i], 'agent', 'op', 'exp')
+  if not held[1] then
+    table.insert(result, {0})
+  elseif held[1] ~= agent then
+    table.insert(result, {2, held[1], held[2], tonumber(held[3])})
+  else
+    redis.call('DEL', KEYS[i])
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    table.insert(result, {1})
+  end
+end
+return result
+"""

@@ -1,0 +1,108 @@
+"""REST ``/v1/sessions/{session}/...``: the coordination operations for scripts and dashboards, plus an SSE stream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from typing import Annotated, Any
+
+from litestar import Controller, get, post
+from litestar.params import Parameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.status_codes import HTTP_200_OK
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.accounts.principal import Principal
+from app.container import Container
+from app.memories.scopes import viewer
+from app.sessions.schemas import ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
+
+AgentParam = Annotated[str, Parameter(description="The agent acting in the session")]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClaimIn(_In):
+    agent: str
+    file_paths: list[str] = Field(min_length=1)
+    operation: str = "write"
+    duration_minutes: int = 30
+
+
+class ReleaseIn(_In):
+    agent: str
+    file_paths: list[str] = Field(min_length=1)
+
+
+class BroadcastIn(_In):
+    agent: str
+    file_paths: list[str] = Field(default_factory=list)
+    changes_summary: str = Field(min_length=1)
+
+
+class SessionController(Controller):
+    path = "/v1/sessions/{session:str}"
+    tags = ["sessions"]
+
+    @post("/claims", status_code=HTTP_200_OK, summary="Claim files, all or none")
+    async def claim(self, session: str, data: ClaimIn, principal: Principal, container: Container) -> ClaimFilesResult:
+        identity = viewer(principal.user_id, session, data.agent)
+        return await container.sessions.claim_files(
+            principal, identity, data.file_paths, data.operation, data.duration_minutes
+        )
+
+    @post("/release", status_code=HTTP_200_OK, summary="Release files this agent holds")
+    async def release(
+        self, session: str, data: ReleaseIn, principal: Principal, container: Container
+    ) -> ReleaseFilesResult:
+        return await container.sessions.release_files(principal, viewer(principal.user_id, session, data.agent), data.file_paths)
+
+    @post("/changes", status_code=HTTP_200_OK, summary="Broadcast a change to the session")
+    async def broadcast(self, session: str, data: BroadcastIn, principal: Principal, container: Container) -> ChangeOut:
+        identity = viewer(principal.user_id, session, data.agent)
+        return await container.sessions.broadcast_change(principal, identity, data.file_paths, data.changes_summary)
+
+    @get("/changes", summary="The other agents' changes since a cursor")
+    async def sync(
+        self,
+        session: str,
+        agent: AgentParam,
+        principal: Principal,
+        container: Container,
+        since: str | None = None,
+        minutes: int = 30,
+        include_own: bool = False,
+    ) -> SyncResult:
+        identity = viewer(principal.user_id, session, agent)
+        return await container.sessions.sync_changes(principal, identity, since, minutes, include_own)
+
+    @get("/status", summary="Agents, active claims and the latest changes")
+    async def status(self, session: str, agent: AgentParam, principal: Principal, container: Container) -> SessionStatus:
+        return await container.sessions.status(principal, viewer(principal.user_id, session, agent))
+
+    @get("/events", summary="Live claim, release and change events (Server-Sent Events)")
+    async def events(
+        self, session: str, principal: Principal, container: Container, agent: str = "dashboard"
+    ) -> ServerSentEvent:
+        identity = viewer(principal.user_id, session, agent)
+        subscription = container.sessions.events(identity)
+        # Enter now so a bad session or an unreachable store fails the request instead of the stream.
+        events = await subscription.__aenter__()
+
+        async def stream() -> AsyncGenerator[ServerSentEventMessage, None]:
+            try:
+                yield ServerSentEventMessage(event="ready", data=json.dumps({"session": session}))
+                async for event in events:
+                    payload: dict[str, Any] = {
+                        "kind": event.kind,
+                        "agent": event.agent,
+                        "at": event.at.isoformat(),
+                        "data": event.data,
+                    }
+                    yield ServerSentEventMessage(event=event.kind, data=json.dumps(payload, default=str))
+            finally:
+                await subscription.__aexit__(None, None, None)
+
+        return ServerSentEvent(stream())

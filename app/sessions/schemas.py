@@ -1,0 +1,87 @@
+"""What the coordination operations return, to REST callers and MCP agents alike."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from app.coordination import Change, Claim, ClaimConflict, Presence
+
+
+class ClaimOut(BaseModel):
+    file_path: str
+    agent: str
+    operation: str
+    fencing_token: int
+    expires_at: datetime
+
+    @classmethod
+    def of(cls, claim: Claim) -> ClaimOut:
+        return cls(
+            file_path=claim.path,
+            agent=claim.agent,
+            operation=claim.operation,
+            fencing_token=claim.fencing_token,
+            expires_at=claim.expires_at,
+        )
+
+
+class ConflictOut(BaseModel):
+    file_path: str
+    holder: str
+    operation: str
+    expires_at: datetime
+
+    @classmethod
+    def of(cls, conflict: ClaimConflict) -> ConflictOut:
+        return cls(
+            file_path=conflict.path, holder=conflict.holder, operation=conflict.operation, expires_at=conflict.expires_at
+        )
+
+
+class ClaimFilesResult(BaseModel):
+    granted: bool = Field(description="True when every file was claimed; false when none was (all or nothing).")
+    claims: list[ClaimOut]
+    conflicts: list[ConflictOut]
+
+
+class ReleaseFilesResult(BaseModel):
+    released: list[str]
+    not_released: list[ConflictOut | str] = Field(
+        description="A bare path nobody holds, or the claim of the agent who holds it."
+    )
+
+
+class ChangeOut(BaseModel):
+    cursor: str
+    agent: str
+    file_paths: list[str]
+    changes_summary: str
+    at: datetime
+
+    @classmethod
+    def of(cls, change: Change) -> ChangeOut:
+        return cls(cursor=change.cursor, agent=change.agent, file_paths=change.file_paths, changes_summary=change.summary, at=change.at)
+
+
+class SyncResult(BaseModel):
+    changes: list[ChangeOut]
+    cursor: str = Field(description="Pass as `since` next time to get only newer changes.")
+
+
+class AgentOut(BaseModel):
+    agent: str
+    last_seen: datetime
+
+    @classmethod
+    def of(cls, presence: Presence) -> AgentOut:
+        return cls(agent=presence.agent, last_seen=presence.last_seen)
+
+
+class SessionStatus(BaseModel):
+    session: str
+    you: str
+    agents: list[AgentOut]
+    claims: list[ClaimOut]
+    recent_changes: list[ChangeOut]

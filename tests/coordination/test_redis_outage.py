@@ -1,0 +1,127 @@
+"""Redis going away: every call fails fast with CoordinationUnavailable, and the same backend recovers by itself.
+
+The shared Redis is never stopped: the backend talks to it through a TCP proxy this test closes and reopens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from urllib.parse import urlparse
+
+import anyio
+import pytest
+
+from app.coordination import CoordinationUnavailable, RedisCoordination, SessionKey
+from tests.coordination.conftest import delete_prefix
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+
+class Proxy:
+    """Forwards TCP connections to Redis; ``stop`` refuses new ones and cuts the open ones."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+        self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+        await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+    @staticmethod
+    async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.transport.abort()
+
+
+@contextlib.asynccontextmanager
+async def proxied(redis_url: str) -> AsyncIterator[Proxy]:
+    parsed = urlparse(redis_url)
+    proxy = Proxy(parsed.hostname or "127.0.0.1", parsed.port or 6379)
+    await proxy.start()
+    try:
+        yield proxy
+    finally:
+        with contextlib.suppress(AssertionError):
+            await proxy.stop()
+
+
+async def test_outage_raises_unavailable_and_recovers(redis_url: str, prefix: str) -> None:
+    key = SessionKey(f"u-{uuid.uuid4().hex[:8]}", "outage")
+    async with proxied(redis_url) as proxy:
+        db = urlparse(redis_url).path or "/0"
+        coord = RedisCoordination(f"redis://127.0.0.1:{proxy.port}{db}", prefix=prefix)
+        try:
+            held = (await coord.claim(key, "alice", ["a.py"])).granted[0]
+            change = await coord.broadcast(key, "alice", ["a.py"], "before the outage")
+            await coord.touch(key, "alice")
+
+            async with coord.subscribe(key) as events:
+                await proxy.stop()
+                # A live subscription ends with the same error rather than hanging.
+                with anyio.fail_after(10), pytest.raises(CoordinationUnavailable):
+                    await anext(events)
+
+            calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+                ("claim", lambda: coord.claim(key, "bob", ["b.py"])),
+                ("release", lambda: coord.release(key, "alice", ["a.py"])),
+                ("claims", lambda: coord.claims(key)),
+                ("broadcast", lambda: coord.broadcast(key, "bob", [], "during the outage")),
+                ("changes", lambda: coord.changes(key)),
+                ("touch", lambda: coord.touch(key, "bob")),
+                ("presence", lambda: coord.presence(key)),
+                ("ping", coord.ping),
+                ("subscribe", lambda: coord.subscribe(key).__aenter__()),
+            ]
+            for name, call in calls:
+                started = time.monotonic()
+                with anyio.fail_after(10), pytest.raises(CoordinationUnavailable, match="coordination unavailable"):
+                    await call()
+                assert time.monotonic() - started < 3, f"{name} took too long to fail"
+
+            await proxy.start()
+            # Same backend object, no reconnect call: it finds Redis again and nothing was lost or half-done.
+            with anyio.fail_after(10):
+                await coord.ping()
+                assert await coord.claims(key) == [held]
+                assert (await coord.changes(key)).changes == [change]
+                assert [p.agent for p in await coord.presence(key)] == ["alice"]
+                assert (await coord.claim(key, "bob", ["b.py"])).granted
+                async with coord.subscribe(key) as events:
+                    await coord.release(key, "alice", ["a.py"])
+                    event = await anext(events)
+                assert (event.kind, event.agent, event.data) == ("release", "alice", {"paths": ["a.py"]})
+        finally:
+            await coord.close()
+            await delete_prefix(redis_url, prefix)
