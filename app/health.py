@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from litestar import Response, get
 
 from app.container import Container
+
+
+async def _probe(check: Callable[[], Awaitable[None]]) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        await check()
+    except Exception as exc:
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    return {"status": "ok", "ms": round((time.perf_counter() - started) * 1000, 2)}
 
 
 @get("/healthz", tags=["health"], summary="The process is up")
@@ -17,23 +27,16 @@ async def healthz() -> dict[str, str]:
 
 @get("/readyz", tags=["health"], summary="Every dependency answers")
 async def readyz(container: Container) -> Response[dict[str, Any]]:
-    checks: dict[str, Any] = {}
-    ready = True
-    probes: dict[str, Any] = {
-        "database": container.db.ping,
-        "vector_index": container.engine.ping,
-        "coordination": container.coordination.ping,
+    """503 when the database or the index is down; coordination down only degrades (memories keep working)."""
+    checks = {
+        "database": await _probe(container.db.ping),
+        "vector_index": {**await _probe(container.engine.ping), "backend": container.engine.backend},
+        "coordination": {**await _probe(container.coordination.ping), "backend": container.coordination.name},
     }
-    probes.update(container.extras.get("readiness", {}))
-    for name, probe in probes.items():
-        started = time.perf_counter()
-        try:
-            await probe()
-            checks[name] = {"status": "ok", "ms": round((time.perf_counter() - started) * 1000, 2)}
-        except Exception as exc:
-            ready = False
-            checks[name] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-    checks["vector_index"]["backend"] = container.engine.backend
-    checks["coordination"]["backend"] = container.coordination.name
-    body = {"status": "ready" if ready else "unavailable", "checks": checks}
-    return Response(body, status_code=200 if ready else 503)
+    if checks["database"]["status"] != "ok" or checks["vector_index"]["status"] != "ok":
+        status, code = "unavailable", 503
+    elif checks["coordination"]["status"] != "ok":
+        status, code = "degraded", 200
+    else:
+        status, code = "ready", 200
+    return Response({"status": status, "checks": checks}, status_code=code)

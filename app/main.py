@@ -18,6 +18,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from app.accounts.auth import Authenticator
+from app.coordination import create_coordination
 from app.container import Container, provide_container, provide_principal
 from app.db import Database
 from app.health import healthz, readyz
@@ -26,6 +27,8 @@ from app.memories.embedder import Embedder, OnnxMiniLMEmbedder
 from app.memories.engine import MemoryEngine
 from app.memories.routes import MemoryController
 from app.memories.service import Limits, MemoryService
+from app.sessions.routes import SessionController
+from app.sessions.service import SessionService
 from app.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ async def build_container(settings: Settings, embedder: Embedder | None = None) 
         )
     )
     db = Database(settings.resolved_database_url)
+    coordination = create_coordination(settings.redis_url)
     limits = Limits(max_memory_chars=settings.max_memory_chars, max_batch_size=settings.max_batch_size)
     return Container(
         settings=settings,
@@ -57,10 +61,13 @@ async def build_container(settings: Settings, embedder: Embedder | None = None) 
         engine=engine,
         memories=MemoryService(db, engine, limits),
         authenticator=Authenticator(db, settings.resolved_secret_key()),
+        coordination=coordination,
+        sessions=SessionService(coordination),
     )
 
 
 async def close_container(container: Container) -> None:
+    await container.coordination.close()
     await container.db.dispose()
     await anyio.to_thread.run_sync(container.engine.close)
 
@@ -95,7 +102,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         "principal": Provide(provide_principal),
     }
     return Litestar(
-        route_handlers=[healthz, readyz, MemoryController],
+        route_handlers=[healthz, readyz, MemoryController, SessionController],
         dependencies=dependencies,
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],

@@ -67,13 +67,14 @@ class MemoryController(Controller):
         container: Container,
         session: str | None = None,
         agent: str | None = None,
-        scope: Scope | None = None,
+        # `scope` is Litestar's name for the ASGI scope, so the query parameter needs another Python name.
+        memory_scope: Annotated[Scope | None, Parameter(query="scope", description="user, session or agent")] = None,
         tags: Annotated[list[str] | None, Parameter(description="Memories carrying all of these tags")] = None,
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
         return await container.memories.list(
-            principal, None, session=session, agent=agent, scope=scope, tags=tags or (), limit=limit, cursor=cursor
+            principal, None, session=session, agent=agent, scope=memory_scope, tags=tags or (), limit=limit, cursor=cursor
         )
 
     @post("/memories/search", status_code=HTTP_200_OK, summary="Semantic search over readable memories")
@@ -95,7 +96,9 @@ class MemoryController(Controller):
 
     @get("/memories/{memory_id:str}/history")
     async def history(self, memory_id: str, principal: Principal, container: Container) -> HistoryResponse:
-        return HistoryResponse(memory_id=memory_id, history=await container.memories.history(principal, None, memory_id))
+        return HistoryResponse(
+            memory_id=memory_id, history=await container.memories.history(principal, None, memory_id)
+        )
 
     @get("/topics", summary="The tags of readable memories with counts")
     async def topics(
