@@ -82,9 +82,7 @@ def parse_identity(raw: str) -> Identity:
         raise InvalidIdentity("agent part is missing; the form is USER__session__SESSION__AGENT")
     if len(parts) > 2:
         raise InvalidIdentity(
-            f"agent name {SEPARATOR.join(parts[1:])!r} must not contain '__'"
-            if parts[0]
-            else "session name is empty"
+            f"agent name {SEPARATOR.join(parts[1:])!r} must not contain '__'" if parts[0] else "session name is empty"
         )
     session, agent = parts
     return Identity(user, validate_name(session, "session"), validate_name(agent, "agent"))

@@ -50,7 +50,9 @@ def _exercise(env: dict[str, str]) -> None:
 
     revoked = _run(env, "keys", "revoke", key_id)
     assert revoked.returncode == 0
-    assert "revoked" in next(line for line in _run(env, "keys", "list", user_id).stdout.splitlines() if "laptop" in line)
+    assert "revoked" in next(
+        line for line in _run(env, "keys", "list", user_id).stdout.splitlines() if "laptop" in line
+    )
 
     assert _run(env, "keys", "create", "u_nobody").returncode == 1
     assert _run(env, "keys", "revoke", "key_nobody").returncode == 1
@@ -82,7 +84,9 @@ def test_reindex_rebuilds_the_index_from_the_database(tmp_path: Path) -> None:
     server = _start(env, port)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}) as http:
-            ids = [http.post("/v1/memories", json={"content": f"reindex fact number {i}"}).json()["id"] for i in range(5)]
+            ids = [
+                http.post("/v1/memories", json={"content": f"reindex fact number {i}"}).json()["id"] for i in range(5)
+            ]
     finally:
         server.terminate()
         server.wait(timeout=30)

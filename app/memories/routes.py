@@ -55,7 +55,7 @@ class MemoryController(Controller):
         if isinstance(body, MemoryBatchIn):
             return Response(BatchResponse(results=created), status_code=HTTP_201_CREATED)
         if not created:  # infer extracted nothing worth keeping
-            empty = {"id": None, "results": []}
+            empty: dict[str, Any] = {"id": None, "results": []}
             return Response(empty, status_code=HTTP_200_OK)  # type: ignore[arg-type]
         first = created[0]
         return Response(SingleAddResponse(**first.model_dump(), results=created), status_code=HTTP_201_CREATED)
@@ -74,7 +74,14 @@ class MemoryController(Controller):
         cursor: str | None = None,
     ) -> MemoryPage:
         return await container.memories.list(
-            principal, None, session=session, agent=agent, scope=memory_scope, tags=tags or (), limit=limit, cursor=cursor
+            principal,
+            None,
+            session=session,
+            agent=agent,
+            scope=memory_scope,
+            tags=tags or (),
+            limit=limit,
+            cursor=cursor,
         )
 
     @post("/memories/search", status_code=HTTP_200_OK, summary="Semantic search over readable memories")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -50,7 +51,7 @@ def to_out(record: MemoryRecord) -> MemoryOut:
     return MemoryOut(
         id=record.id,
         content=record.content,
-        scope=record.scope,  # type: ignore[arg-type]
+        scope=record.scope,
         tags=list(record.tags or []),
         metadata=dict(record.metadata_ or {}),
         session=record.session,
@@ -87,7 +88,9 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise ValidationFailed("cursor is not one this API returned", field="cursor") from exc
 
 
-def resolve_identity(principal: Principal, identity: Identity | None, session: str | None, agent: str | None) -> Identity:
+def resolve_identity(
+    principal: Principal, identity: Identity | None, session: str | None, agent: str | None
+) -> Identity:
     """A session URL fixes the identity; a plain caller may name a session and agent per request."""
     if identity is not None and identity.is_session:
         if (session is not None and session != identity.session) or (agent is not None and agent != identity.agent):
@@ -108,7 +111,9 @@ class MemoryService:
         if len(content) > self.limits.max_memory_chars:
             raise MemoryTooLarge(f"memory is {len(content)} characters; the limit is {self.limits.max_memory_chars}")
 
-    async def add(self, principal: Principal, identity: Identity | None, items: Sequence[MemoryIn]) -> list[CreatedMemory]:
+    async def add(
+        self, principal: Principal, identity: Identity | None, items: Sequence[MemoryIn]
+    ) -> list[CreatedMemory]:
         """Store memories (all or none) and return what was stored; infer may turn one text into several facts."""
         principal.require_write()
         if len(items) > self.limits.max_batch_size:
@@ -311,7 +316,9 @@ class MemoryService:
             )
             return to_out(record)
 
-    async def delete(self, principal: Principal, identity: Identity | None, memory_ids: Sequence[str]) -> list[str]:
+    async def delete(
+        self, principal: Principal, identity: Identity | None, memory_ids: Sequence[str]
+    ) -> builtins.list[str]:
         """Delete memories (all or none). The record keeps a deleted mark and its history."""
         principal.require_write()
         who = resolve_identity(principal, identity, None, None)
@@ -334,7 +341,9 @@ class MemoryService:
         await self._unindex(principal.user_id, [r.id for r in records])
         return [r.id for r in records]
 
-    async def history(self, principal: Principal, identity: Identity | None, memory_id: str) -> list[HistoryEntry]:
+    async def history(
+        self, principal: Principal, identity: Identity | None, memory_id: str
+    ) -> builtins.list[HistoryEntry]:
         """Every change of a memory, oldest first; deleted memories keep theirs."""
         who = resolve_identity(principal, identity, None, None)
         async with self.db.session() as session:
@@ -344,14 +353,18 @@ class MemoryService:
             events = await repository.history(session, principal.user_id, memory_id)
         return [
             HistoryEntry(
-                event=e.event, old_content=e.old_content, new_content=e.new_content, actor=e.actor, created_at=e.created_at
+                event=e.event,
+                old_content=e.old_content,
+                new_content=e.new_content,
+                actor=e.actor,
+                created_at=e.created_at,
             )
             for e in events
         ]
 
     async def topics(
         self, principal: Principal, identity: Identity | None, *, session: str | None = None, agent: str | None = None
-    ) -> list[Topic]:
+    ) -> builtins.list[Topic]:
         """The tags of the readable memories with how many memories carry each, most used first."""
         who = resolve_identity(principal, identity, session, agent)
         async with self.db.session() as db_session:

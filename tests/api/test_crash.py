@@ -55,8 +55,12 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
     port = free_port()
     env = _env(tmp_path, port)
     subprocess.run([ENGRAM, "migrate"], env=env, check=True, capture_output=True)
-    user_id = subprocess.run([ENGRAM, "users", "create", "crash@example.test"], env=env, check=True, capture_output=True, text=True).stdout.strip()
-    key = subprocess.run([ENGRAM, "keys", "create", user_id], env=env, check=True, capture_output=True, text=True).stdout.strip()
+    user_id = subprocess.run(
+        [ENGRAM, "users", "create", "crash@example.test"], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    key = subprocess.run(
+        [ENGRAM, "keys", "create", user_id], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
     server = _start(env, port)
     acknowledged: dict[str, str] = {}
@@ -101,7 +105,9 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
             deadline = time.monotonic() + 60
             while missing and time.monotonic() < deadline:
                 for memory_id in sorted(missing):
-                    results = http.post("/v1/memories/search", json={"query": acknowledged[memory_id], "limit": 5}).json()["results"]
+                    results = http.post(
+                        "/v1/memories/search", json={"query": acknowledged[memory_id], "limit": 5}
+                    ).json()["results"]
                     if memory_id in {r["id"] for r in results}:
                         missing.discard(memory_id)
             assert not missing, f"{len(missing)} acknowledged writes are not searchable after restart"

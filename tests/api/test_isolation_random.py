@@ -57,7 +57,9 @@ def test_random_reads_never_cross_sessions_or_tenants(api: RunningServer) -> Non
 
             session = rng.choice([None, *SESSIONS])
             agent = rng.choice([None, *AGENTS]) if session else None
-            allowed = {w.id for w in written if w.tenant == tenant.user_id and w.visibility in _readable(session, agent)}
+            allowed = {
+                w.id for w in written if w.tenant == tenant.user_id and w.visibility in _readable(session, agent)
+            }
             params = {k: v for k, v in {"session": session, "agent": agent}.items() if v}
             if rng.random() < 0.5:
                 response = http.get("/v1/memories", params={**params, "limit": 200})

@@ -65,7 +65,9 @@ def test_get_patch_delete_and_history(api: RunningServer) -> None:
     with api.client(me.key) as http:
         assert http.get(f"/v1/memories/{memory_id}").json()["content"] == "Deploys go out on Tuesdays"
 
-        patched = http.patch(f"/v1/memories/{memory_id}", json={"content": "Deploys go out on Thursdays", "tags": ["ops"]})
+        patched = http.patch(
+            f"/v1/memories/{memory_id}", json={"content": "Deploys go out on Thursdays", "tags": ["ops"]}
+        )
         assert patched.status_code == 200, patched.text
         assert patched.json()["content"] == "Deploys go out on Thursdays"
         assert patched.json()["tags"] == ["ops"]
@@ -98,7 +100,10 @@ def test_another_tenants_memory_answers_404_like_a_missing_one(api: RunningServe
         ):
             assert response.status_code == 404, response.text
             assert response.json()["error"]["code"] == "not_found"
-        assert all(r["id"] != memory_id for r in http.post("/v1/memories/search", json={"query": "secret plan"}).json()["results"])
+        assert all(
+            r["id"] != memory_id
+            for r in http.post("/v1/memories/search", json={"query": "secret plan"}).json()["results"]
+        )
     with api.client(owner.key) as http:
         assert http.get(f"/v1/memories/{memory_id}").json()["content"] == "owner's secret plan"
 
@@ -127,7 +132,9 @@ def test_scopes_user_session_and_agent(api: RunningServer) -> None:
 def test_list_filters_by_tags_and_paginates_with_a_cursor(api: RunningServer) -> None:
     me = make_account(api)
     with api.client(me.key) as http:
-        body = {"memories": [{"content": f"note {i}", "tags": ["x", "even"] if i % 2 == 0 else ["x"]} for i in range(7)]}
+        body = {
+            "memories": [{"content": f"note {i}", "tags": ["x", "even"] if i % 2 == 0 else ["x"]} for i in range(7)]
+        }
         assert http.post("/v1/memories", json=body).status_code == 201
         seen: list[str] = []
         cursor = None
