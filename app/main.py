@@ -18,8 +18,8 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from app.accounts.auth import Authenticator
-from app.coordination import create_coordination
 from app.container import Container, provide_container, provide_principal
+from app.coordination import create_coordination
 from app.db import Database
 from app.health import healthz, readyz
 from app.http_errors import EXCEPTION_HANDLERS

@@ -57,7 +57,9 @@ class SessionController(Controller):
     async def release(
         self, session: str, data: ReleaseIn, principal: Principal, container: Container
     ) -> ReleaseFilesResult:
-        return await container.sessions.release_files(principal, viewer(principal.user_id, session, data.agent), data.file_paths)
+        return await container.sessions.release_files(
+            principal, viewer(principal.user_id, session, data.agent), data.file_paths
+        )
 
     @post("/changes", status_code=HTTP_200_OK, summary="Broadcast a change to the session")
     async def broadcast(self, session: str, data: BroadcastIn, principal: Principal, container: Container) -> ChangeOut:
@@ -79,7 +81,9 @@ class SessionController(Controller):
         return await container.sessions.sync_changes(principal, identity, since, minutes, include_own)
 
     @get("/status", summary="Agents, active claims and the latest changes")
-    async def status(self, session: str, agent: AgentParam, principal: Principal, container: Container) -> SessionStatus:
+    async def status(
+        self, session: str, agent: AgentParam, principal: Principal, container: Container
+    ) -> SessionStatus:
         return await container.sessions.status(principal, viewer(principal.user_id, session, agent))
 
     @get("/events", summary="Live claim, release and change events (Server-Sent Events)")

@@ -36,7 +36,10 @@ class ConflictOut(BaseModel):
     @classmethod
     def of(cls, conflict: ClaimConflict) -> ConflictOut:
         return cls(
-            file_path=conflict.path, holder=conflict.holder, operation=conflict.operation, expires_at=conflict.expires_at
+            file_path=conflict.path,
+            holder=conflict.holder,
+            operation=conflict.operation,
+            expires_at=conflict.expires_at,
         )
 
 
@@ -62,7 +65,13 @@ class ChangeOut(BaseModel):
 
     @classmethod
     def of(cls, change: Change) -> ChangeOut:
-        return cls(cursor=change.cursor, agent=change.agent, file_paths=change.file_paths, changes_summary=change.summary, at=change.at)
+        return cls(
+            cursor=change.cursor,
+            agent=change.agent,
+            file_paths=change.file_paths,
+            changes_summary=change.summary,
+            at=change.at,
+        )
 
 
 class SyncResult(BaseModel):
