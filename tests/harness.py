@@ -54,7 +54,9 @@ def serve(settings: Settings, *, embedder: Any = None) -> Iterator[RunningServer
     async def _remember_loop() -> None:
         app.state.loop = asyncio.get_running_loop()
 
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"engram-{settings.port}", daemon=True)
     thread.start()

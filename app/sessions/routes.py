@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator
 from typing import Annotated, Any
@@ -14,9 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.accounts.principal import Principal
 from app.container import Container
+from app.coordination import Event
 from app.memories.scopes import viewer
 from app.sessions.schemas import ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
 
+KEEPALIVE_SECONDS = 15
 AgentParam = Annotated[str, Parameter(description="The agent acting in the session")]
 
 
@@ -96,9 +99,28 @@ class SessionController(Controller):
         events = await subscription.__aenter__()
 
         async def stream() -> AsyncGenerator[ServerSentEventMessage, None]:
+            # A pump feeds a queue so that waiting with a timeout never cancels the subscription itself.
+            queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+            async def pump() -> None:
+                try:
+                    async for event in events:
+                        queue.put_nowait(event)
+                finally:
+                    queue.put_nowait(None)
+
+            pumping = asyncio.create_task(pump())
             try:
                 yield ServerSentEventMessage(event="ready", data=json.dumps({"session": session}))
-                async for event in events:
+                while True:
+                    try:
+                        event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                    except TimeoutError:
+                        # A comment line keeps proxies from closing an idle stream and reveals a departed client.
+                        yield ServerSentEventMessage(comment="keepalive")
+                        continue
+                    if event is None:
+                        return
                     payload: dict[str, Any] = {
                         "kind": event.kind,
                         "agent": event.agent,
@@ -107,6 +129,7 @@ class SessionController(Controller):
                     }
                     yield ServerSentEventMessage(event=event.kind, data=json.dumps(payload, default=str))
             finally:
+                pumping.cancel()
                 await subscription.__aexit__(None, None, None)
 
         return ServerSentEvent(stream())

@@ -1,0 +1,147 @@
+"""REST /v1/sessions: claims, changes, status and the SSE stream, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness import RunningServer, add_key, make_account
+
+
+def test_claims_conflict_release_broadcast_sync_and_status(api: RunningServer) -> None:
+    me = make_account(api)
+    with api.client(me.key) as http:
+        first = http.post("/v1/sessions/web/claims", json={"agent": "alice", "file_paths": ["src/a.py", "src/b.py"]})
+        assert first.status_code == 200, first.text
+        assert first.json()["granted"] is True
+        assert [c["file_path"] for c in first.json()["claims"]] == ["src/a.py", "src/b.py"]
+
+        clash = http.post("/v1/sessions/web/claims", json={"agent": "bob", "file_paths": ["src/b.py", "src/c.py"]})
+        body = clash.json()
+        assert body["granted"] is False and body["claims"] == []
+        assert body["conflicts"][0]["file_path"] == "src/b.py" and body["conflicts"][0]["holder"] == "alice"
+        assert body["conflicts"][0]["expires_at"]
+
+        refused = http.post("/v1/sessions/web/release", json={"agent": "bob", "file_paths": ["src/a.py"]}).json()
+        assert refused["released"] == [] and refused["not_released"][0]["holder"] == "alice"
+        released = http.post("/v1/sessions/web/release", json={"agent": "alice", "file_paths": ["src/b.py"]}).json()
+        assert released["released"] == ["src/b.py"]
+
+        retry = http.post("/v1/sessions/web/claims", json={"agent": "bob", "file_paths": ["src/b.py"]}).json()
+        assert retry["granted"] is True
+        assert retry["claims"][0]["fencing_token"] > first.json()["claims"][1]["fencing_token"]
+
+        change = http.post(
+            "/v1/sessions/web/changes",
+            json={"agent": "alice", "file_paths": ["src/a.py"], "changes_summary": "renamed parse() to parse_html()"},
+        ).json()
+        assert change["cursor"]
+        synced = http.get("/v1/sessions/web/changes", params={"agent": "bob"}).json()
+        assert [c["changes_summary"] for c in synced["changes"]] == ["renamed parse() to parse_html()"]
+        again = http.get("/v1/sessions/web/changes", params={"agent": "bob", "since": synced["cursor"]}).json()
+        assert again["changes"] == []
+        own = http.get("/v1/sessions/web/changes", params={"agent": "alice"}).json()
+        assert own["changes"] == []
+
+        status = http.get("/v1/sessions/web/status", params={"agent": "carol"}).json()
+        assert {a["agent"] for a in status["agents"]} == {"alice", "bob", "carol"}
+        assert {c["file_path"] for c in status["claims"]} == {"src/a.py", "src/b.py"}
+        assert status["recent_changes"][-1]["agent"] == "alice"
+
+
+def test_sessions_are_isolated_between_sessions_and_tenants(api: RunningServer) -> None:
+    me, other = make_account(api), make_account(api)
+    with api.client(me.key) as http:
+        http.post("/v1/sessions/web/claims", json={"agent": "alice", "file_paths": ["x.py"]})
+        http.post("/v1/sessions/web/changes", json={"agent": "alice", "file_paths": [], "changes_summary": "hello"})
+        elsewhere = http.post("/v1/sessions/mobile/claims", json={"agent": "bob", "file_paths": ["x.py"]}).json()
+        assert elsewhere["granted"] is True
+        assert http.get("/v1/sessions/mobile/changes", params={"agent": "bob"}).json()["changes"] == []
+    with api.client(other.key) as http:
+        assert http.post("/v1/sessions/web/claims", json={"agent": "eve", "file_paths": ["x.py"]}).json()["granted"]
+        assert http.get("/v1/sessions/web/changes", params={"agent": "eve"}).json()["changes"] == []
+        assert http.get("/v1/sessions/web/status", params={"agent": "eve"}).json()["claims"][0]["agent"] == "eve"
+
+
+def test_bad_session_input_gets_clear_errors(api: RunningServer) -> None:
+    me = make_account(api)
+    reader = add_key(api, me.user_id, scope="read")
+    with api.client(me.key) as http:
+        cases = {
+            "bad session": http.post("/v1/sessions/a__b/claims", json={"agent": "x", "file_paths": ["f"]}),
+            "bad agent": http.post("/v1/sessions/web/claims", json={"agent": "no spaces", "file_paths": ["f"]}),
+            "no paths": http.post("/v1/sessions/web/claims", json={"agent": "x", "file_paths": []}),
+            "too long": http.post(
+                "/v1/sessions/web/claims", json={"agent": "x", "file_paths": ["f"], "duration_minutes": 0}
+            ),
+            "bad cursor": http.get("/v1/sessions/web/changes", params={"agent": "x", "since": "garbage"}),
+            "no summary": http.post("/v1/sessions/web/changes", json={"agent": "x", "changes_summary": ""}),
+        }
+    for name, response in cases.items():
+        assert response.status_code in (400, 422), f"{name}: {response.status_code} {response.text}"
+        assert response.json()["error"]["message"], name
+    with api.client(reader.key) as http:
+        denied = http.post("/v1/sessions/web/claims", json={"agent": "x", "file_paths": ["f"]})
+        assert denied.status_code == 403
+        assert http.get("/v1/sessions/web/status", params={"agent": "x"}).status_code == 200
+
+
+def _sse_events(client: httpx.Client, url: str, ready: threading.Event, out: queue.Queue[dict[str, Any]]) -> None:
+    with client.stream("GET", url) as response:
+        event = None
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                data = json.loads(line.split(":", 1)[1])
+                if event == "ready":
+                    ready.set()
+                else:
+                    out.put({"event": event, **data})
+
+
+@pytest.fixture
+def sse_stream(api: RunningServer) -> Iterator[tuple[Any, queue.Queue[dict[str, Any]]]]:
+    me = make_account(api)
+    received: queue.Queue[dict[str, Any]] = queue.Queue()
+    ready = threading.Event()
+    client = httpx.Client(base_url=api.base_url, headers={"Authorization": f"Bearer {me.key}"}, timeout=None)
+    thread = threading.Thread(
+        target=_sse_events, args=(client, "/v1/sessions/web/events", ready, received), daemon=True
+    )
+    thread.start()
+    assert ready.wait(10), "the SSE stream did not open"
+    yield me, received
+    client.close()
+
+
+def test_the_sse_stream_carries_claims_releases_and_changes(
+    api: RunningServer, sse_stream: tuple[Any, queue.Queue[dict[str, Any]]]
+) -> None:
+    me, received = sse_stream
+    with api.client(me.key) as http:
+        started = time.monotonic()
+        http.post("/v1/sessions/web/claims", json={"agent": "alice", "file_paths": ["a.py"]})
+        claim = received.get(timeout=5)
+        latency = time.monotonic() - started
+        http.post("/v1/sessions/web/release", json={"agent": "alice", "file_paths": ["a.py"]})
+        http.post(
+            "/v1/sessions/web/changes", json={"agent": "alice", "file_paths": ["a.py"], "changes_summary": "done"}
+        )
+        release = received.get(timeout=5)
+        change = received.get(timeout=5)
+        # Another session's events never reach this stream.
+        http.post("/v1/sessions/other/changes", json={"agent": "bob", "changes_summary": "elsewhere"})
+    assert (claim["event"], claim["agent"]) == ("claim", "alice")
+    assert release["event"] == "release"
+    assert change["event"] == "change" and change["data"]["summary"] == "done"
+    assert latency < 5
+    with pytest.raises(queue.Empty):
+        received.get(timeout=0.3)
