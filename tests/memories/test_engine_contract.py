@@ -1,0 +1,376 @@
+"""One contract for the memory engine, run against both vector stores.
+
+``edge`` is Qdrant's engine in-process (qdrant-edge); ``local`` is qdrant-client's local mode, which stands in for a
+Qdrant server here (same client API). Both run in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from app.errors import NotFound, ValidationFailed
+from app.memories.embedder import OnnxMiniLMEmbedder
+from app.memories.engine import IndexedMemory, MemoryEngine
+from app.memories.vector_stores import FilterError, parse_filters
+
+pytestmark = pytest.mark.anyio
+
+Opener = Callable[[], MemoryEngine]
+
+
+@pytest.fixture(params=["edge", "local"])
+def open_engine(request: pytest.FixtureRequest, tmp_path: Path, embedder: OnnxMiniLMEmbedder) -> Iterator[Opener]:
+    """Opens (and reopens) an engine on the same data; closes whatever it opened."""
+    opened: list[MemoryEngine] = []
+
+    def opener() -> MemoryEngine:
+        extra: dict[str, Any] = {"qdrant_local_path": tmp_path / "qdrant-local"} if request.param == "local" else {}
+        engine = MemoryEngine.open(data_dir=tmp_path / "data", embedder=embedder, **extra)
+        opened.append(engine)
+        return engine
+
+    yield opener
+    for engine in opened:
+        engine.close()
+
+
+@pytest.fixture
+def engine(open_engine: Opener) -> MemoryEngine:
+    return open_engine()
+
+
+async def add(
+    engine: MemoryEngine,
+    content: str,
+    *,
+    user_id: str = "u_1",
+    visibility: str = "user",
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> str:
+    scope = {"u": "user", "s": "session", "a": "agent"}[visibility[0]]
+    outcomes = await engine.add(
+        user_id=user_id,
+        content=content,
+        visibility=visibility,
+        scope=scope,
+        session=visibility.split(":")[1] if ":" in visibility else None,
+        agent=visibility.split(":")[2] if visibility.startswith("a:") else None,
+        tags=tags or [],
+        metadata=metadata or {},
+        infer=False,
+    )
+    assert [o.event for o in outcomes] == ["ADD"]
+    assert outcomes[0].content == content
+    return outcomes[0].id
+
+
+async def search(engine: MemoryEngine, query: str, **kwargs: Any) -> list[str]:
+    params: dict[str, Any] = {"user_id": "u_1", "visibilities": ["user"], "limit": 10, "threshold": None}
+    params.update(kwargs)
+    return [hit.id for hit in await engine.search(query=query, **params)]
+
+
+async def test_add_then_search_finds_it(engine: MemoryEngine) -> None:
+    coffee = await add(engine, "I drink espresso every morning before work")
+    await add(engine, "The production cluster runs Kubernetes 1.31")
+    hits = await engine.search(
+        user_id="u_1", query="what coffee does the user like?", visibilities=["user"], limit=5, threshold=None
+    )
+    assert hits[0].id == coffee
+    assert 0 < hits[0].score <= 1
+    assert hits == sorted(hits, key=lambda h: h.score, reverse=True)
+    memory = await engine.get(user_id="u_1", memory_id=coffee)
+    assert memory is not None
+    assert (memory.user_id, memory.visibility, memory.scope, memory.content) == (
+        "u_1",
+        "user",
+        "user",
+        "I drink espresso every morning before work",
+    )
+    assert memory.created_at
+
+
+async def test_tenants_never_see_each_other(engine: MemoryEngine) -> None:
+    mine = await add(engine, "My bank PIN hint is the dog's birthday", user_id="tenant_a", visibility="s:web")
+    theirs = await add(engine, "The dog's birthday is in May", user_id="tenant_b", visibility="s:web")
+    for_b = await search(engine, "dog birthday PIN", user_id="tenant_b", visibilities=["user", "s:web"])
+    assert for_b == [theirs]
+    assert await search(engine, "dog birthday PIN", user_id="tenant_a", visibilities=["s:web"]) == [mine]
+    assert await engine.ids(user_id="tenant_b") == {theirs}
+
+
+async def test_visibility_keys_filter(engine: MemoryEngine) -> None:
+    user = await add(engine, "Prefers tabs over spaces", visibility="user")
+    session = await add(engine, "Working on the tabs refactor in the web session", visibility="s:web")
+    agent = await add(engine, "Research agent noted tabs benchmarks", visibility="a:web:research")
+    other = await add(engine, "Tabs discussion in the cli session", visibility="s:cli")
+    assert set(await search(engine, "tabs", visibilities=["user"])) == {user}
+    assert set(await search(engine, "tabs", visibilities=["user", "s:web"])) == {user, session}
+    assert set(await search(engine, "tabs", visibilities=["user", "s:web", "a:web:research"])) == {user, session, agent}
+    assert other not in await search(engine, "tabs", visibilities=["user", "s:web", "a:web:research"])
+    assert await search(engine, "tabs", visibilities=[]) == []
+
+
+async def test_tags_filter_requires_all_tags(engine: MemoryEngine) -> None:
+    both = await add(engine, "Deploys happen on Fridays", tags=["ops", "deploy"])
+    ops = await add(engine, "Deploy pager rotation is weekly", tags=["ops"])
+    deploy = await add(engine, "Deploy scripts live in bin/", tags=["deploy"])
+    assert await search(engine, "deploy", tags=["ops", "deploy"]) == [both]
+    assert set(await search(engine, "deploy", tags=["ops"])) == {both, ops}
+    assert set(await search(engine, "deploy", tags=["deploy"])) == {both, deploy}
+    assert await search(engine, "deploy", tags=["ops", "deploy", "missing"]) == []
+
+
+async def test_metadata_filter(engine: MemoryEngine) -> None:
+    english = await add(engine, "The meeting is at noon", metadata={"lang": "en", "priority": 2, "pinned": True})
+    french = await add(engine, "La réunion est à midi", metadata={"lang": "fr", "priority": 1, "weight": 0.5})
+    assert await search(engine, "meeting time", metadata={"lang": "en"}) == [english]
+    assert await search(engine, "meeting time", metadata={"priority": 1}) == [french]
+    assert await search(engine, "meeting time", metadata={"pinned": True}) == [english]
+    assert await search(engine, "meeting time", metadata={"weight": 0.5}) == [french]
+    assert await search(engine, "meeting time", metadata={"lang": "de"}) == []
+    with pytest.raises(ValidationFailed):
+        await search(engine, "meeting time", metadata={"a.b": "x"})
+
+
+async def test_metadata_cannot_override_identity(engine: MemoryEngine) -> None:
+    sneaky = await add(
+        engine,
+        "Metadata tries to move this memory",
+        user_id="u_1",
+        metadata={"user_id": "u_2", "visibility": "s:other", "data": "forged", "hash": "x", "tags": ["forged"]},
+    )
+    memory = await engine.get(user_id="u_1", memory_id=sneaky)
+    assert memory is not None
+    assert (memory.user_id, memory.visibility, memory.content, memory.tags) == (
+        "u_1",
+        "user",
+        "Metadata tries to move this memory",
+        [],
+    )
+    assert memory.metadata["user_id"] == "u_2"  # kept, but only as the caller's own metadata
+    assert await engine.get(user_id="u_2", memory_id=sneaky) is None
+    assert await search(engine, "move this memory", user_id="u_2", visibilities=["user", "s:other"]) == []
+    assert await search(engine, "move this memory", visibilities=["s:other"]) == []
+
+
+async def test_threshold_drops_weak_matches(engine: MemoryEngine) -> None:
+    close = await add(engine, "The user is allergic to peanuts")
+    await add(engine, "Quarterly revenue grew by twelve percent")
+    hits = await engine.search(user_id="u_1", query="peanut allergy", visibilities=["user"], limit=10, threshold=None)
+    assert hits[0].id == close
+    strict = await engine.search(user_id="u_1", query="peanut allergy", visibilities=["user"], limit=10, threshold=0.5)
+    assert [h.id for h in strict] == [close]
+    assert all(h.score >= 0.5 for h in strict)
+    with pytest.raises(ValidationFailed):
+        await engine.search(user_id="u_1", query="x", visibilities=["user"], limit=10, threshold=1.5)
+
+
+async def test_limit(engine: MemoryEngine) -> None:
+    for n in range(7):
+        await add(engine, f"Note number {n} about the garden")
+    assert len(await search(engine, "garden", limit=3)) == 3
+    assert len(await search(engine, "garden", limit=50)) == 7
+    assert await search(engine, "garden", limit=0) == []
+
+
+async def test_update_changes_content_and_search(engine: MemoryEngine) -> None:
+    memory_id = await add(engine, "Favourite editor is vim", tags=["tools"], metadata={"v": 1})
+    await engine.update(
+        user_id="u_1", memory_id=memory_id, content="Favourite drink is matcha", tags=None, metadata=None
+    )
+    memory = await engine.get(user_id="u_1", memory_id=memory_id)
+    assert memory is not None
+    assert (memory.content, memory.tags, memory.metadata) == ("Favourite drink is matcha", ["tools"], {"v": 1})
+    hits = await engine.search(user_id="u_1", query="green tea drink", visibilities=["user"], limit=1, threshold=0.3)
+    assert [h.id for h in hits] == [memory_id]
+
+    await engine.update(user_id="u_1", memory_id=memory_id, content=None, tags=["drinks"], metadata={"v": 2})
+    memory = await engine.get(user_id="u_1", memory_id=memory_id)
+    assert memory is not None
+    assert (memory.content, memory.tags, memory.metadata) == ("Favourite drink is matcha", ["drinks"], {"v": 2})
+    assert await search(engine, "matcha", tags=["drinks"]) == [memory_id]
+    assert await search(engine, "matcha", tags=["tools"]) == []
+    with pytest.raises(ValidationFailed):
+        await engine.update(user_id="u_1", memory_id=memory_id, content="  ", tags=None, metadata=None)
+
+
+async def test_delete(engine: MemoryEngine) -> None:
+    gone = await add(engine, "Temporary note to forget")
+    kept = await add(engine, "Permanent note to remember")
+    await engine.delete(user_id="u_1", memory_id=gone)
+    assert await engine.get(user_id="u_1", memory_id=gone) is None
+    assert await search(engine, "note") == [kept]
+    with pytest.raises(NotFound):
+        await engine.delete(user_id="u_1", memory_id=gone)
+
+
+async def test_other_tenants_ids_do_not_exist(engine: MemoryEngine) -> None:
+    theirs = await add(engine, "Tenant A's secret", user_id="tenant_a")
+    assert await engine.get(user_id="tenant_b", memory_id=theirs) is None
+    with pytest.raises(NotFound):
+        await engine.update(user_id="tenant_b", memory_id=theirs, content="hijacked", tags=None, metadata=None)
+    with pytest.raises(NotFound):
+        await engine.delete(user_id="tenant_b", memory_id=theirs)
+    memory = await engine.get(user_id="tenant_a", memory_id=theirs)
+    assert memory is not None and memory.content == "Tenant A's secret"
+    assert await engine.get(user_id="tenant_a", memory_id="not-a-uuid") is None
+    with pytest.raises(NotFound):
+        await engine.delete(user_id="tenant_a", memory_id=str(uuid.uuid4()))
+
+
+async def test_upsert_keeps_given_ids(engine: MemoryEngine) -> None:
+    records = [
+        IndexedMemory(
+            id=str(uuid.uuid4()),
+            user_id="u_1",
+            visibility="user" if n % 2 else "s:web",
+            scope="user" if n % 2 else "session",
+            session=None if n % 2 else "web",
+            agent=None,
+            content=text,
+            tags=["imported"],
+            metadata={"n": n},
+            created_at="2025-01-02T03:04:05+00:00",
+        )
+        for n, text in enumerate(["Likes hiking in the Alps", "Owns a grey cat named Miso", "Speaks Portuguese"])
+    ]
+    await engine.upsert(records)
+    assert await engine.ids(user_id="u_1") == {r.id for r in records}
+    hits = await search(engine, "pet cat", visibilities=["user", "s:web"], tags=["imported"])
+    assert hits[0] == records[1].id
+    assert await engine.get(user_id="u_1", memory_id=records[0].id) == records[0]
+    # Upserting again replaces, not duplicates.
+    await engine.upsert(records)
+    assert await engine.count() == 3
+    with pytest.raises(ValidationFailed):
+        await engine.upsert([IndexedMemory(**{**_fields(records[0]), "id": "not-a-uuid"})])
+
+
+def _fields(record: IndexedMemory) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in record.__slots__}
+
+
+async def test_purge_removes_points_of_any_tenant(engine: MemoryEngine) -> None:
+    a = await add(engine, "Orphan one", user_id="tenant_a")
+    b = await add(engine, "Orphan two", user_id="tenant_b")
+    keep = await add(engine, "Backed by a row", user_id="tenant_b")
+    await engine.purge([a, b, "not-a-uuid"])
+    assert await engine.ids() == {keep}
+
+
+async def test_reset_empties_the_collection(engine: MemoryEngine) -> None:
+    await add(engine, "Something to lose")
+    await engine.reset()
+    assert await engine.count() == 0
+    assert await search(engine, "something") == []
+    new = await add(engine, "Something after the reset")
+    assert await search(engine, "something") == [new]
+
+
+async def test_data_survives_reopening(open_engine: Opener) -> None:
+    first = open_engine()
+    memory_id = await add(first, "Persisted across restarts", tags=["durable"])
+    first.close()
+    second = open_engine()
+    assert await second.ids() == {memory_id}
+    assert await search(second, "restarts", tags=["durable"]) == [memory_id]
+
+
+async def test_concurrent_adds_and_searches(engine: MemoryEngine) -> None:
+    added: list[str] = []
+
+    async def one_add(n: int) -> None:
+        added.append(await add(engine, f"Concurrent memory {n} about topic {n % 5}", tags=[f"t{n % 3}"]))
+
+    async def one_search(n: int) -> None:
+        await search(engine, f"topic {n % 5}", tags=[f"t{n % 3}"])
+
+    async with anyio.create_task_group() as tg:
+        for n in range(50):
+            tg.start_soon(one_add, n)
+            tg.start_soon(one_search, n)
+    assert len(set(added)) == 50
+    assert await engine.count() == 50
+    assert await engine.ids(user_id="u_1") == set(added)
+
+
+async def test_bad_input_is_a_validation_error(engine: MemoryEngine) -> None:
+    with pytest.raises(ValidationFailed):
+        await add(engine, "   ")
+    with pytest.raises(ValidationFailed):
+        await add(engine, "fine", user_id="has space")
+    with pytest.raises(ValidationFailed):
+        await engine.search(user_id="u_1", query="", visibilities=["user"], limit=5, threshold=None)
+
+
+async def test_ping_and_backend(engine: MemoryEngine) -> None:
+    await engine.ping()
+    assert engine.backend in ("qdrant-edge", "qdrant-local")
+    assert engine.infer_available is False
+
+
+def test_filter_grammar() -> None:
+    conditions = parse_filters(
+        {
+            "user_id": "u_1",
+            "visibility": {"in": ["user", "s:web"]},
+            "AND": [{"tags": "a"}, {"tags": "b"}],
+            "meta.lang": "en",
+        }
+    )
+    assert [(c.key, c.op, c.values) for c in conditions] == [
+        ("user_id", "eq", ("u_1",)),
+        ("visibility", "in", ("user", "s:web")),
+        ("tags", "eq", ("a",)),
+        ("tags", "eq", ("b",)),
+        ("meta.lang", "eq", ("en",)),
+    ]
+    bad: dict[str, Any]
+    for bad in ({"OR": [{"a": 1}]}, {"a": {"gt": 1}}, {"a": {"in": []}}, {"a": None}, {"a": ["x"]}, {"a..b": 1}):
+        with pytest.raises(FilterError):
+            parse_filters(bad)
+
+
+_WRITER = """
+import sys, uuid
+from app.memories.vector_stores import EdgeVectorStore
+store = EdgeVectorStore(path=sys.argv[1], flush_interval=3600)  # no flush: only the write-ahead log protects writes
+while True:
+    point_id = str(uuid.uuid4())
+    store.insert([[1.0] + [0.0] * 383], [{"user_id": "u_1", "data": "x"}], [point_id])
+    print(point_id, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_edge_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from app.memories.vector_stores import EdgeVectorStore
+
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert writer.stdout is not None
+    acknowledged = [writer.stdout.readline().strip() for _ in range(300)]
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    store = EdgeVectorStore(path=str(tmp_path), flush_interval=0)
+    try:
+        assert set(acknowledged) <= store.ids()
+    finally:
+        store.close()
