@@ -40,4 +40,7 @@ async def provide_container(request: Request[Any, Any, Any]) -> Container:
 
 async def provide_principal(request: Request[Any, Any, Any]) -> Principal:
     """The authenticated caller; 401 with a Bearer challenge when the credential is missing or bad."""
-    return await container_of(request).authenticator.authenticate(request.headers)
+    container = container_of(request)
+    # OAuth tokens are bound to a resource; every REST route is the one resource {base}/v1.
+    api = container.settings.resolved_public_base_url + "/v1"
+    return await container.authenticator.authenticate(request.headers, resource=api)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from app.accounts import service
 from app.accounts.principal import Principal
@@ -24,19 +25,33 @@ def presented_credential(headers: Mapping[str, str]) -> str | None:
     return api_key.strip() if api_key else None
 
 
-class Authenticator:
-    """Checks API keys against the database on every request, so revocation is immediate."""
+class BearerTokenVerifier(Protocol):
+    """OAuth access tokens (app.oauth.verifier): another kind of credential, bound to one resource."""
 
-    def __init__(self, db: Database, secret: bytes) -> None:
+    def accepts(self, credential: str) -> bool: ...
+
+    def challenge(self, resource: str | None) -> dict[str, str]: ...
+
+    async def verify(self, credential: str, resource: str | None) -> Principal: ...
+
+
+class Authenticator:
+    """Checks API keys (and OAuth access tokens) against the database on every request, so revocation is immediate."""
+
+    def __init__(self, db: Database, secret: bytes, oauth: BearerTokenVerifier | None = None) -> None:
         self.db = db
         self.secret = secret
+        self.oauth = oauth
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
+    async def authenticate(self, headers: Mapping[str, str], resource: str | None = None) -> Principal:
+        """``resource`` is the URL being called (``{base}/v1`` or an MCP URL): OAuth tokens only work there."""
+        challenge = self.oauth.challenge(resource) if self.oauth else CHALLENGE
         credential = presented_credential(headers)
         if not credential:
-            raise Unauthorized("missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'", headers=CHALLENGE)
+            raise Unauthorized("missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'", headers=challenge)
+        if self.oauth is not None and self.oauth.accepts(credential):
+            return await self.oauth.verify(credential, resource)
         try:
-            async with self.db.session() as session:
-                return await service.authenticate_key(session, self.secret, credential)
+            return await service.authenticate_key(self.db, self.secret, credential)
         except Unauthorized as exc:
-            raise Unauthorized(exc.message, headers=CHALLENGE) from None
+            raise Unauthorized(exc.message, headers=challenge) from None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.accounts.models import ApiKey, User
 
@@ -21,6 +22,31 @@ async def get_user_by_email(session: AsyncSession, email: str) -> User | None:
 
 async def key_by_lookup(session: AsyncSession, lookup: str) -> ApiKey | None:
     return (await session.execute(select(ApiKey).where(ApiKey.lookup == lookup))).scalar_one_or_none()
+
+
+_keys = ApiKey.__table__.c
+_KEY_BY_LOOKUP = select(
+    _keys.id, _keys.user_id, _keys.scope, _keys.key_hash, _keys.revoked_at, _keys.last_used_at
+).where(_keys.lookup == bindparam("lookup"))
+
+
+class KeyRow(NamedTuple):
+    id: str
+    user_id: str
+    scope: str
+    key_hash: str
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+async def key_row_by_lookup(conn: AsyncConnection, lookup: str) -> KeyRow | None:
+    """The columns authentication needs, by a Core query: this runs on every request, so no ORM unit of work."""
+    row = (await conn.execute(_KEY_BY_LOOKUP, {"lookup": lookup})).first()
+    return None if row is None else KeyRow(*row)
+
+
+async def touch_key_on(conn: AsyncConnection, key_id: str, when: datetime) -> None:
+    await conn.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=when))
 
 
 async def keys_of(session: AsyncSession, user_id: str) -> Sequence[ApiKey]:

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.accounts import keys, repository
 from app.accounts.models import ApiKey, User
 from app.accounts.principal import KEY_SCOPES, Principal, scopes_for
-from app.db import utcnow
+from app.db import Database, utcnow
 from app.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 
 # Writing last_used_at on every request would turn every read into a write; a minute's precision is plenty.
@@ -94,18 +94,22 @@ async def revoke_key(session: AsyncSession, key_id: str, *, user_id: str | None 
     return key
 
 
-async def authenticate_key(session: AsyncSession, secret: bytes, presented: str) -> Principal:
+async def authenticate_key(db: Database, secret: bytes, presented: str) -> Principal:
     """Check a presented API key; records when it was last used."""
     lookup = keys.parse_lookup(presented)
-    key = await repository.key_by_lookup(session, lookup) if lookup else None
+    row = None
+    if lookup:
+        async with db.engine.connect() as conn:
+            row = await repository.key_row_by_lookup(conn, lookup)
     # Hash even when the lookup failed so that both paths cost the same.
-    stored = key.key_hash if key is not None else "0" * 64
+    stored = row.key_hash if row is not None else "0" * 64
     valid = keys.matches(secret, presented, stored)
-    if key is None or not valid:
+    if row is None or not valid:
         raise Unauthorized("invalid API key")
-    if key.revoked_at is not None:
+    if row.revoked_at is not None:
         raise Unauthorized("this API key has been revoked")
     now = utcnow()
-    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_PRECISION:
-        await repository.touch_key(session, key.id, now)
-    return Principal(user_id=key.user_id, scopes=scopes_for(key.scope), key_id=key.id, via="api_key")
+    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_PRECISION:
+        async with db.engine.begin() as conn:
+            await repository.touch_key_on(conn, row.id, now)
+    return Principal(user_id=row.user_id, scopes=scopes_for(row.scope), key_id=row.id, via="api_key")

@@ -66,6 +66,7 @@ class IndexedMemory:
 class SearchHit:
     id: str
     score: float
+    memory: IndexedMemory
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,10 +188,12 @@ class MemoryEngine:
         tags: list[str],
         metadata: dict[str, Any],
         infer: bool,
+        created_at: str | None = None,
     ) -> list[AddOutcome]:
         """Store ``content`` (or, with ``infer`` and an LLM configured, the facts an LLM extracts from it).
 
-        Without an LLM, ``infer`` is ignored: the content is stored as given.
+        Without an LLM, ``infer`` is ignored: the content is stored as given. ``created_at`` (ISO 8601) lets the
+        index carry the same timestamp as the record.
         """
         return await self._run(
             self._add,
@@ -203,6 +206,7 @@ class MemoryEngine:
             tags,
             metadata,
             infer and self._infer_available,
+            created_at,
         )
 
     async def search(
@@ -285,9 +289,10 @@ class MemoryEngine:
         tags: list[str],
         metadata: dict[str, Any],
         infer: bool,
+        created_at: str | None = None,
     ) -> list[AddOutcome]:
         _require_text(content, "content")
-        fields = {
+        fields: dict[str, Any] = {
             "visibility": visibility,
             "scope": scope,
             "session": session,
@@ -295,6 +300,8 @@ class MemoryEngine:
             "tags": _clean_tags(tags),
             "meta": _clean_metadata(metadata),
         }
+        if created_at:
+            fields["created_at"] = created_at
         # run_id = visibility scopes mem0's infer context (the existing memories and recent messages it shows the LLM)
         # to what this write's readers may see; with user_id alone it would read across the user's sessions.
         result = self._memory.add(content, user_id=user_id, run_id=visibility, metadata=fields, infer=infer)
@@ -322,7 +329,7 @@ class MemoryEngine:
                 raise ValidationFailed(f"invalid metadata filter key {key!r}")
             filters[f"meta.{key}"] = value
         result = self._memory.search(query, top_k=limit, filters=filters, threshold=threshold or 0.0)
-        return [SearchHit(id=str(r["id"]), score=float(r["score"])) for r in result["results"]]
+        return [_to_hit(r) for r in result["results"]]
 
     def _get(self, user_id: str, memory_id: str) -> IndexedMemory | None:
         point = self._owned(user_id, memory_id)
@@ -472,6 +479,24 @@ def _to_payload(record: IndexedMemory) -> dict[str, Any]:
         "tags": _clean_tags(record.tags),
         "meta": _clean_metadata(record.metadata),
     }
+
+
+def _to_hit(result: Mapping[str, Any]) -> SearchHit:
+    """A mem0 search result: mem0 promotes ``user_id`` and ``created_at`` and folds our fields into ``metadata``."""
+    extra = result.get("metadata") or {}
+    memory = IndexedMemory(
+        id=str(result["id"]),
+        user_id=str(result.get("user_id", "")),
+        visibility=str(extra.get("visibility", "")),
+        scope=str(extra.get("scope", "")),
+        session=extra.get("session"),
+        agent=extra.get("agent"),
+        content=str(result.get("memory", "")),
+        tags=list(extra.get("tags") or []),
+        metadata=dict(extra.get("meta") or {}),
+        created_at=str(result.get("created_at", "")),
+    )
+    return SearchHit(id=memory.id, score=float(result["score"]), memory=memory)
 
 
 def _to_indexed(point_id: str, payload: Mapping[str, Any]) -> IndexedMemory:

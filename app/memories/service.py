@@ -40,6 +40,19 @@ from app.memories.scopes import Scope, can_read, default_scope, readable_keys, v
 
 log = logging.getLogger(__name__)
 
+_RECORD_COLUMNS = (
+    "id",
+    "user_id",
+    "session",
+    "agent",
+    "scope",
+    "visibility",
+    "content",
+    "tags",
+    "metadata_",
+    "created_at",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -131,6 +144,7 @@ class MemoryService:
         records: list[MemoryRecord] = []
         try:
             for item, who, scope, visibility in plans:
+                now = utcnow()
                 outcomes = await self.engine.add(
                     user_id=principal.user_id,
                     content=item.content,
@@ -141,8 +155,8 @@ class MemoryService:
                     tags=list(item.tags),
                     metadata=dict(item.metadata),
                     infer=item.infer,
+                    created_at=now.isoformat(),
                 )
-                now = utcnow()
                 for outcome in outcomes:
                     indexed.append(outcome.id)
                     records.append(
@@ -198,26 +212,25 @@ class MemoryService:
             tags=list(request.tags) if request.tags else None,
             metadata=request.metadata,
         )
-        async with self.db.session() as session:
-            rows = await repository.get_many(session, principal.user_id, [hit.id for hit in hits])
         results = []
         for hit in hits:
-            record = rows.get(hit.id)
-            # The database has the last word: a row deleted, or never committed, is not a result.
-            if record is None or not can_read(who, record.visibility):
+            memory = hit.memory
+            # Served from the index payload, which writes keep in step with the record; still, never trust it
+            # across a tenant or visibility boundary.
+            if memory.user_id != principal.user_id or not can_read(who, memory.visibility):
+                log.error("index returned memory %s outside the caller's view; skipped", hit.id)
                 continue
-            out = to_out(record)
             results.append(
                 SearchResult(
-                    id=out.id,
-                    content=out.content,
+                    id=memory.id,
+                    content=memory.content,
                     score=round(hit.score, 6),
-                    scope=out.scope,
-                    tags=out.tags,
-                    metadata=out.metadata,
-                    session=out.session,
-                    agent=out.agent,
-                    created_at=out.created_at,
+                    scope=memory.scope,
+                    tags=memory.tags,
+                    metadata=memory.metadata,
+                    session=memory.session,
+                    agent=memory.agent,
+                    created_at=datetime.fromisoformat(memory.created_at),
                 )
             )
         return results
@@ -286,35 +299,42 @@ class MemoryService:
         if patch.content is not None:
             self._check_size(patch.content)
         who = resolve_identity(principal, identity, None, None)
-        async with self.db.session() as session:
-            record = await self._readable(session, principal, who, memory_id)
-            old_content = record.content
-            await self.engine.update(
-                user_id=principal.user_id,
-                memory_id=memory_id,
-                content=patch.content,
-                tags=list(patch.tags) if patch.tags is not None else None,
-                metadata=dict(patch.metadata) if patch.metadata is not None else None,
-            )
-            if patch.content is not None:
-                record.content = patch.content
-            if patch.tags is not None:
-                record.tags = list(patch.tags)
-            if patch.metadata is not None:
-                record.metadata_ = dict(patch.metadata)
-            record.updated_at = utcnow()
-            session.add(
-                MemoryEvent(
-                    memory_id=record.id,
-                    user_id=record.user_id,
-                    event="UPDATE",
-                    old_content=old_content,
-                    new_content=record.content,
-                    actor=_actor(principal, who.session, who.agent),
-                    created_at=record.updated_at,
+        before: MemoryRecord | None = None
+        try:
+            async with self.db.session() as session:
+                record = await self._readable(session, principal, who, memory_id)
+                before = MemoryRecord(**{c: getattr(record, c) for c in _RECORD_COLUMNS})
+                await self.engine.update(
+                    user_id=principal.user_id,
+                    memory_id=memory_id,
+                    content=patch.content,
+                    tags=list(patch.tags) if patch.tags is not None else None,
+                    metadata=dict(patch.metadata) if patch.metadata is not None else None,
                 )
-            )
-            return to_out(record)
+                if patch.content is not None:
+                    record.content = patch.content
+                if patch.tags is not None:
+                    record.tags = list(patch.tags)
+                if patch.metadata is not None:
+                    record.metadata_ = dict(patch.metadata)
+                record.updated_at = utcnow()
+                session.add(
+                    MemoryEvent(
+                        memory_id=record.id,
+                        user_id=record.user_id,
+                        event="UPDATE",
+                        old_content=before.content,
+                        new_content=record.content,
+                        actor=_actor(principal, who.session, who.agent),
+                        created_at=record.updated_at,
+                    )
+                )
+                out = to_out(record)
+        except BaseException:
+            if before is not None:  # the index may already hold the new version: put the recorded one back
+                await self._reindex_quietly([before])
+            raise
+        return out
 
     async def delete(
         self, principal: Principal, identity: Identity | None, memory_ids: Sequence[str]
@@ -324,22 +344,39 @@ class MemoryService:
         who = resolve_identity(principal, identity, None, None)
         async with self.db.session() as session:
             records = [await self._readable(session, principal, who, memory_id) for memory_id in memory_ids]
-            now = utcnow()
-            for record in records:
-                record.deleted_at = now
-                session.add(
-                    MemoryEvent(
-                        memory_id=record.id,
-                        user_id=record.user_id,
-                        event="DELETE",
-                        old_content=record.content,
-                        actor=_actor(principal, who.session, who.agent),
-                        created_at=now,
+            # Index first: searches answer from the index, so a memory must leave it before the delete is reported.
+            removed: list[MemoryRecord] = []
+            try:
+                for record in records:
+                    await self.engine.delete(user_id=principal.user_id, memory_id=record.id)
+                    removed.append(record)
+                now = utcnow()
+                for record in records:
+                    record.deleted_at = now
+                    session.add(
+                        MemoryEvent(
+                            memory_id=record.id,
+                            user_id=record.user_id,
+                            event="DELETE",
+                            old_content=record.content,
+                            actor=_actor(principal, who.session, who.agent),
+                            created_at=now,
+                        )
                     )
-                )
-        # Committed first: searches hydrate from the database, so a deleted memory is gone even before the index.
-        await self._unindex(principal.user_id, [r.id for r in records])
+                await session.flush()
+            except BaseException:
+                await self._reindex_quietly(removed)
+                raise
         return [r.id for r in records]
+
+    async def _reindex_quietly(self, records: Sequence[MemoryRecord]) -> None:
+        """Put records back into the index after a write that did not complete (all or nothing)."""
+        if not records:
+            return
+        try:
+            await self.engine.upsert([to_indexed(r) for r in records])
+        except Exception:  # repair at the next start restores what this could not
+            log.warning("could not restore %d memories to the index", len(records), exc_info=True)
 
     async def history(
         self, principal: Principal, identity: Identity | None, memory_id: str

@@ -1,0 +1,265 @@
+"""Add and search through the HTTP API against the same operations in-process (embedder + vector store directly).
+
+    .venv/bin/python bench/memory.py [--scales 10000,100000] [--tenants 100] [--ops 300]
+
+For each scale it builds a fresh embedded deployment (SQLite + qdrant-edge) holding N memories across the tenants,
+measures the in-process baseline on it, then starts `engram serve` on the same data and repeats the operations over
+HTTP. Figures are per-operation latencies of sequential calls; ratios compare HTTP with in-process in the same run.
+
+The N background memories are real rows and real index points, but their vectors are reused from a pool of embedded
+sentences (with a little noise) so that filling 100k takes seconds instead of the ~8 minutes embedding them would;
+every measured operation embeds its own text for real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.accounts import keys as key_material  # noqa: E402
+from app.memories.embedder import OnnxMiniLMEmbedder  # noqa: E402
+
+WORDS = (
+    "deploy schema cache retry queue token index parser router budget migration test build release branch merge "
+    "review lint docker kernel socket thread memory agent session claim file change search vector tenant user key "
+    "config secret timeout latency error log metric trace span request response client server proxy route"
+).split()
+POOL = 2000
+SECRET = "bench-secret"
+
+
+@dataclass
+class Tenant:
+    user_id: str
+    key: str
+
+
+@dataclass
+class Stats:
+    name: str
+    samples: list[float]
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.samples) * 1000
+
+    @property
+    def p99(self) -> float:
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+
+    @property
+    def ops(self) -> float:
+        return len(self.samples) / sum(self.samples)
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14)))
+
+
+def timed(fn: Callable[[], object], n: int) -> list[float]:
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def populate(data_dir: Path, n: int, tenants: int, embedder: OnnxMiniLMEmbedder, rng: random.Random) -> list[Tenant]:
+    """Users, keys, N memory rows and N index points, written directly (see the module docstring)."""
+    from sqlalchemy import create_engine, insert
+
+    from app.accounts.models import ApiKey, User
+    from app.memories.engine import IndexedMemory, _to_payload
+    from app.memories.models import MemoryRecord
+    from app.memories.vector_stores import EdgeVectorStore
+    from app.migrate import upgrade_to_head
+
+    db_path = data_dir / "engram.db"
+    upgrade_to_head(f"sqlite+aiosqlite:///{db_path}")
+    (data_dir / "secret.key").write_text(SECRET)
+    now = datetime.now(UTC)
+    people = []
+    for i in range(tenants):
+        new = key_material.generate_key()
+        people.append(
+            (
+                {"id": f"u_bench{i:05d}", "email": f"bench{i}@example.test", "plan": "free", "created_at": now},
+                {
+                    "id": key_material.new_key_id(),
+                    "user_id": f"u_bench{i:05d}",
+                    "name": "bench",
+                    "scope": "write",
+                    "lookup": new.lookup,
+                    "key_hash": key_material.hash_key(SECRET.encode(), new.plaintext),
+                    "created_at": now,
+                },
+                new.plaintext,
+            )
+        )
+    texts = [sentence(rng) for _ in range(POOL)]
+    vectors = np.asarray(embedder.embed_batch(texts), dtype=np.float32)
+    engine = create_engine(f"sqlite:///{db_path}")
+    store = EdgeVectorStore(collection_name="engram_memories", path=str(data_dir / "qdrant-edge"), flush_interval=0)
+    with engine.begin() as conn:
+        conn.execute(insert(User), [p[0] for p in people])
+        conn.execute(insert(ApiKey), [p[1] for p in people])
+    batch = 2000
+    for start in range(0, n, batch):
+        rows, points, ids, vecs = [], [], [], []
+        for i in range(start, min(n, start + batch)):
+            pick = rng.randrange(POOL)
+            memory_id = str(uuid.uuid4())
+            user_id = people[i % tenants][0]["id"]
+            record = IndexedMemory(memory_id, user_id, "user", "user", None, None, texts[pick], [], {}, now.isoformat())
+            rows.append(
+                {
+                    "id": memory_id,
+                    "user_id": user_id,
+                    "scope": "user",
+                    "visibility": "user",
+                    "content": texts[pick],
+                    "tags": [],
+                    "metadata": {},
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
+            noisy = vectors[pick] + np.random.default_rng(i).normal(0, 0.02, vectors.shape[1]).astype(np.float32)
+            vecs.append((noisy / np.linalg.norm(noisy)).tolist())
+            points.append(_to_payload(record))
+            ids.append(memory_id)
+        with engine.begin() as conn:
+            conn.execute(insert(MemoryRecord.__table__), rows)  # type: ignore[arg-type]
+        store.insert(vecs, points, ids)
+    store.close()
+    engine.dispose()
+    return [Tenant(p[0]["id"], p[2]) for p in people]
+
+
+def in_process(data_dir: Path, tenants: list[Tenant], embedder: OnnxMiniLMEmbedder, ops: int) -> dict[str, Stats]:
+    """The baseline: our embedder and the vector store, called directly."""
+    from app.memories.engine import IndexedMemory, _to_payload
+    from app.memories.vector_stores import EdgeVectorStore
+
+    rng = random.Random(1)
+    store = EdgeVectorStore(collection_name="engram_memories", path=str(data_dir / "qdrant-edge"))
+    now = datetime.now(UTC).isoformat()
+
+    def add() -> None:
+        tenant = rng.choice(tenants)
+        text = sentence(rng)
+        vector = embedder.embed(text)
+        memory_id = str(uuid.uuid4())
+        record = IndexedMemory(memory_id, tenant.user_id, "user", "user", None, None, text, [], {}, now)
+        store.insert([vector], [_to_payload(record)], [memory_id])
+
+    def search() -> None:
+        tenant = rng.choice(tenants)
+        vector = embedder.embed(sentence(rng))
+        filters = {"user_id": tenant.user_id, "visibility": {"in": ["user"]}}
+        store.search("", vector, top_k=10, filters=filters)
+
+    timed(search, 20)  # warm-up
+    result = {"add": Stats("add", timed(add, ops)), "search": Stats("search", timed(search, ops))}
+    store.close()
+    return result
+
+
+def over_http(data_dir: Path, tenants: list[Tenant], ops: int) -> dict[str, Stats]:
+    """The same operations through `engram serve` over HTTP on 127.0.0.1."""
+    from tests.harness import free_port
+
+    port = free_port()
+    env = dict(os.environ, ENGRAM_DATA_DIR=str(data_dir), ENGRAM_PORT=str(port), ENGRAM_LOG_LEVEL="warning")
+    env.pop("ENGRAM_DATABASE_URL", None)
+    env.pop("ENGRAM_REDIS_URL", None)
+    server = subprocess.Popen([str(Path(sys.executable).with_name("engram")), "serve"], env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("server did not come up")
+            time.sleep(0.2)
+        rng = random.Random(1)
+        clients = {t.user_id: httpx.Client(base_url=base, headers={"Authorization": f"Bearer {t.key}"}) for t in tenants}
+
+        def add() -> None:
+            tenant = rng.choice(tenants)
+            response = clients[tenant.user_id].post("/v1/memories", json={"content": sentence(rng)})
+            assert response.status_code == 201, response.text
+
+        def search() -> None:
+            tenant = rng.choice(tenants)
+            response = clients[tenant.user_id].post("/v1/memories/search", json={"query": sentence(rng), "limit": 10})
+            assert response.status_code == 200, response.text
+
+        timed(search, 20)
+        result = {"add": Stats("add", timed(add, ops)), "search": Stats("search", timed(search, ops))}
+        for client in clients.values():
+            client.close()
+        return result
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def report(scale: int, tenants: int, base: dict[str, Stats], http: dict[str, Stats]) -> None:
+    print(f"\n== {scale:,} memories across {tenants} tenants ==")
+    print(f"{'operation':<10} {'mode':<11} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    for op in ("add", "search"):
+        for mode, stats in (("in-process", base[op]), ("http", http[op])):
+            print(f"{op:<10} {mode:<11} {stats.ops:>8.1f} {stats.p50:>8.2f} {stats.p99:>8.2f}")
+        print(f"{op:<10} {'ratio':<11} {'':>8} {http[op].p50 / base[op].p50:>8.2f} {http[op].p99 / base[op].p99:>8.2f}")
+    print(f"targets: search p50 <= 10 ms over HTTP (got {http['search'].p50:.2f}); "
+          f"HTTP/in-process p50 <= 1.5 (got {http['search'].p50 / base['search'].p50:.2f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scales", default="10000,100000")
+    parser.add_argument("--tenants", type=int, default=100)
+    parser.add_argument("--ops", type=int, default=300)
+    args = parser.parse_args()
+    embedder = OnnxMiniLMEmbedder(threads=1)
+    for scale in (int(s) for s in args.scales.split(",")):
+        with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
+            data_dir = Path(tmp)
+            started = time.perf_counter()
+            tenants = populate(data_dir, scale, args.tenants, embedder, random.Random(scale))
+            print(f"populated {scale:,} memories in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            base = in_process(data_dir, tenants, embedder, args.ops)
+            http = over_http(data_dir, tenants, args.ops)
+            report(scale, args.tenants, base, http)
+
+
+if __name__ == "__main__":
+    asyncio.run(asyncio.sleep(0))
+    main()
