@@ -1,0 +1,100 @@
+"""The MCP server: which tools a caller sees, how a call reaches them, and the hooks live push needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp.types as types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from app.mcp.caller import Caller, caller_from_request
+from app.mcp.live import LiveSessions
+from app.mcp.memory_tools import memory_tools
+from app.mcp.session_tools import session_tools
+from app.mcp.tools import Tool, tool_error
+
+SESSION_ID_HEADER = "mcp-session-id"
+
+INSTRUCTIONS = (
+    "Engram is your long-term memory. Search it (search_memory) before starting work, and store what future "
+    "sessions should know (add_memories): decisions, conventions, preferences, pitfalls."
+)
+
+
+def whoami(caller: Caller) -> str:
+    identity = caller.identity
+    return (
+        f"You are agent `{identity.agent}` in session `{identity.session}` (user `{identity.user_id}`, connected "
+        f"from `{caller.client_name}`). Other agents work in this session too: run session_status when you start, "
+        "claim files before editing them, broadcast what you changed, and sync the others' changes."
+    )
+
+
+def tools_for(caller: Caller) -> list[Tool]:
+    """Session tools first in session mode, so that the first description tells the agent who it is."""
+    return [*session_tools, *memory_tools] if caller.in_session else list(memory_tools)
+
+
+def definitions(caller: Caller) -> list[types.Tool]:
+    tools = tools_for(caller)
+    out = [tool.definition() for tool in tools]
+    if caller.in_session and out:
+        out[0] = tools[0].definition(f"{whoami(caller)}\n\n{tools[0].description}")
+    return out
+
+
+def _session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    headers = getattr(ctx.request, "headers", None)
+    return headers.get(SESSION_ID_HEADER) if headers is not None else None
+
+
+def build_server(live: LiveSessions) -> Server[Any]:
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=definitions(caller_from_request(ctx.request)))
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller = caller_from_request(ctx.request)
+        tool = memory_tools.get(params.name) or session_tools.get(params.name)
+        if tool is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        if session_tools.get(params.name) is not None and not caller.in_session:
+            return tool_error(
+                f"{params.name} works only in session mode: connect to /mcp/v2/<client>/USER__session__SESSION__AGENT",
+                "not_in_session",
+            )
+        return await tool.call(caller, params.arguments)
+
+    async def initialized(ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
+        caller = caller_from_request(ctx.request)
+        session_id = _session_id(ctx)
+        if caller.in_session and session_id:
+            live.start_push(session_id, caller.container.sessions, ctx.session)
+
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
+        session_id = _session_id(ctx)
+        if session_id:
+            live.set_log_level(session_id, params.level)
+        return types.EmptyResult()
+
+    async def personal_instructions(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            caller = caller_from_request(ctx.request)
+            if caller.in_session:
+                result["instructions"] = f"{whoami(caller)}\n\n{INSTRUCTIONS}"
+        return result
+
+    server: Server[Any] = Server(
+        "engram", version="0.1.0", instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool
+    )
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    # Declares the logging capability: pushed session events travel as log notifications.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    server.middleware.append(personal_instructions)
+    return server

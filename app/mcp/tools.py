@@ -1,0 +1,117 @@
+"""Typed tools: a function's docstring is what the agent reads, its argument and return models are the schemas."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, get_type_hints
+
+import mcp.types as types
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from app.errors import AppError
+from app.mcp.caller import Caller
+
+log = logging.getLogger(__name__)
+
+ToolFn = Callable[[Caller, Any], Awaitable[BaseModel]]
+F = TypeVar("F", bound=ToolFn)
+
+
+class Args(BaseModel):
+    """Tool arguments: unknown keys are refused, so a misspelt argument is reported instead of ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str
+    args: type[BaseModel]
+    result: type[BaseModel]
+    run: ToolFn
+    read_only: bool
+    destructive: bool
+
+    def definition(self, description: str | None = None) -> types.Tool:
+        return types.Tool(
+            name=self.name,
+            description=description or self.description,
+            input_schema=self.args.model_json_schema(mode="validation"),
+            output_schema=self.result.model_json_schema(mode="serialization"),
+            annotations=types.ToolAnnotations(
+                read_only_hint=self.read_only,
+                destructive_hint=self.destructive,
+                idempotent_hint=self.read_only,
+                open_world_hint=False,
+            ),
+        )
+
+    async def call(self, caller: Caller, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        """Validate, run, and answer with text and structured content; caller mistakes become tool errors."""
+        try:
+            args = self.args.model_validate(arguments or {})
+        except ValidationError as exc:
+            return tool_error(f"invalid arguments for {self.name}: {validation_message(exc)}", "invalid_arguments")
+        try:
+            result = await self.run(caller, args)
+        except AppError as exc:
+            return tool_error(exc.message, exc.code)
+        except Exception:
+            log.exception("tool %s failed", self.name)
+            return tool_error("internal error; it has been logged", "internal_error")
+        structured = result.model_dump(mode="json")
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
+            structured_content=structured,
+        )
+
+
+class Toolset:
+    """An ordered set of tools, filled by decorating functions ``async def name(caller, args: Args) -> Result``."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, Tool] = {}
+
+    def tool(self, *, read_only: bool = False, destructive: bool = False) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            hints = get_type_hints(fn)
+            self.tools[fn.__name__] = Tool(
+                name=fn.__name__,
+                description=_paragraphs(fn.__doc__ or ""),
+                args=hints["args"],
+                result=hints["return"],
+                run=fn,
+                read_only=read_only,
+                destructive=destructive,
+            )
+            return fn
+
+        return register
+
+    def __iter__(self) -> Any:
+        return iter(self.tools.values())
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+
+def _paragraphs(doc: str) -> str:
+    """A docstring as the agent should read it: paragraphs kept, the source's line wrapping dropped."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+def tool_error(message: str, code: str) -> types.CallToolResult:
+    """A failed call the agent can read and act on (not a protocol error)."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"Error ({code}): {message}")],
+        is_error=True,
+    )
+
+
+def validation_message(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()[:10])
