@@ -17,6 +17,7 @@ run: $(STAMP)
 	$(BIN)/engram serve
 
 test: $(STAMP)
+	scripts/ensure-browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -13,6 +13,7 @@ from app.coordination import Coordination
 from app.db import Database
 from app.memories.engine import MemoryEngine
 from app.memories.service import MemoryService
+from app.quotas.service import Quotas
 from app.sessions.service import SessionService
 from app.settings import Settings
 
@@ -26,6 +27,7 @@ class Container:
     authenticator: Authenticator
     coordination: Coordination
     sessions: SessionService
+    quotas: Quotas
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -43,4 +45,6 @@ async def provide_principal(request: Request[Any, Any, Any]) -> Principal:
     container = container_of(request)
     # OAuth tokens are bound to a resource; every REST route is the one resource {base}/v1.
     api = container.settings.resolved_public_base_url + "/v1"
-    return await container.authenticator.authenticate(request.headers, resource=api)
+    principal = await container.authenticator.authenticate(request.headers, resource=api)
+    await container.quotas.check_request(principal)
+    return principal

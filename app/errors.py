@@ -74,6 +74,10 @@ class RateLimited(AppError):
     jsonrpc_code = -32029
 
 
+class QuotaExceeded(RateLimited):
+    code = "quota_exceeded"
+
+
 class ServiceUnavailable(AppError):
     status_code = 503
     code = "unavailable"

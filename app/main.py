@@ -23,13 +23,22 @@ from app.coordination import create_coordination
 from app.db import Database
 from app.health import healthz, readyz
 from app.http_errors import EXCEPTION_HANDLERS
+from app.mcp import McpEndpoint
 from app.memories.embedder import Embedder, OnnxMiniLMEmbedder
 from app.memories.engine import MemoryEngine
 from app.memories.routes import MemoryController
 from app.memories.service import Limits, MemoryService
+from app.oauth.routes import oauth_lifespan, oauth_router
+from app.oauth.verifier import OAuthTokenVerifier
+from app.quotas.limiter import create_limiter
+from app.quotas.plans import parse_plans
+from app.quotas.service import Quotas
 from app.sessions.routes import SessionController
 from app.sessions.service import SessionService
 from app.settings import Settings, get_settings
+from app.web.errors import html_for_browsers
+from app.web.router import static_files, template_config, web_lifespan, web_router
+from app.web.session import send_pending_cookies
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +64,29 @@ async def build_container(settings: Settings, embedder: Embedder | None = None) 
     db = Database(settings.resolved_database_url)
     coordination = create_coordination(settings.redis_url)
     limits = Limits(max_memory_chars=settings.max_memory_chars, max_batch_size=settings.max_batch_size)
+    quotas = Quotas(
+        db,
+        create_limiter(settings.redis_url),
+        parse_plans(settings.plans, settings.default_plan),
+        settings.default_plan,
+    )
     return Container(
         settings=settings,
         db=db,
         engine=engine,
-        memories=MemoryService(db, engine, limits),
-        authenticator=Authenticator(db, settings.resolved_secret_key()),
+        memories=MemoryService(db, engine, limits, quotas),
+        authenticator=Authenticator(
+            db, settings.resolved_secret_key(), oauth=OAuthTokenVerifier(db, settings.resolved_public_base_url)
+        ),
         coordination=coordination,
         sessions=SessionService(coordination),
+        quotas=quotas,
     )
 
 
 async def close_container(container: Container) -> None:
     await container.coordination.close()
+    await container.quotas.close()
     await container.db.dispose()
     await anyio.to_thread.run_sync(container.engine.close)
 
@@ -85,6 +104,7 @@ async def _repair_index(container: Container) -> None:
 def create_app(settings: Settings | None = None, *, embedder: Embedder | None = None) -> Litestar:
     """The Litestar app. Tests call this with explicit Settings; `engram serve` with the environment's."""
     settings = settings or get_settings()
+    mcp = McpEndpoint(settings)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -92,7 +112,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         app.state.container = container
         repair = asyncio.create_task(_repair_index(container))
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             repair.cancel()
             await close_container(container)
@@ -102,10 +123,21 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         "principal": Provide(provide_principal),
     }
     return Litestar(
-        route_handlers=[healthz, readyz, MemoryController, SessionController],
+        route_handlers=[
+            healthz,
+            readyz,
+            MemoryController,
+            SessionController,
+            web_router,
+            static_files,
+            mcp.route,
+            oauth_router,
+        ],
         dependencies=dependencies,
-        exception_handlers=EXCEPTION_HANDLERS,
-        lifespan=[lifespan],
+        exception_handlers=html_for_browsers(EXCEPTION_HANDLERS),
+        template_config=template_config,
+        before_send=[send_pending_cookies],
+        lifespan=[lifespan, web_lifespan, oauth_lifespan],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="Engram",

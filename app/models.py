@@ -3,4 +3,6 @@
 
 def load_all_models() -> None:
     import app.accounts.models
-    import app.memories.models  # noqa: F401
+    import app.memories.models
+    import app.oauth.models
+    import app.web.models  # noqa: F401

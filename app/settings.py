@@ -45,6 +45,17 @@ class Settings(BaseSettings):
     max_memory_chars: int = 16_000
     max_batch_size: int = 100
 
+    # Quotas: a plan per user (users.plan); signups get default_plan. Override with JSON, e.g.
+    # ENGRAM_PLANS='{"free": {"requests_per_minute": 600, "key_requests_per_minute": 300, "max_memories": 10000}}'.
+    plans: dict[str, dict[str, int]] = Field(
+        default_factory=lambda: {
+            "free": {"requests_per_minute": 600, "key_requests_per_minute": 300, "max_memories": 10_000},
+            "pro": {"requests_per_minute": 6000, "key_requests_per_minute": 3000, "max_memories": 1_000_000},
+        }
+    )
+    default_plan: str = "free"
+    log_format: str = "json"
+
     # ONNX Runtime spins its intra-op threads; one keeps a core free for the event loop.
     embed_threads: int = 1
     log_level: str = "info"

@@ -39,11 +39,56 @@ sys.path.insert(0, str(ROOT))
 from app.accounts import keys as key_material  # noqa: E402
 from app.memories.embedder import OnnxMiniLMEmbedder  # noqa: E402
 
-WORDS = (
-    "deploy schema cache retry queue token index parser router budget migration test build release branch merge "
-    "review lint docker kernel socket thread memory agent session claim file change search vector tenant user key "
-    "config secret timeout latency error log metric trace span request response client server proxy route"
-).split()
+WORDS = [
+    "deploy",
+    "schema",
+    "cache",
+    "retry",
+    "queue",
+    "token",
+    "index",
+    "parser",
+    "router",
+    "budget",
+    "migration",
+    "test",
+    "build",
+    "release",
+    "branch",
+    "merge",
+    "review",
+    "lint",
+    "docker",
+    "kernel",
+    "socket",
+    "thread",
+    "memory",
+    "agent",
+    "session",
+    "claim",
+    "file",
+    "change",
+    "search",
+    "vector",
+    "tenant",
+    "user",
+    "key",
+    "config",
+    "secret",
+    "timeout",
+    "latency",
+    "error",
+    "log",
+    "metric",
+    "trace",
+    "span",
+    "request",
+    "response",
+    "client",
+    "server",
+    "proxy",
+    "route",
+]
 POOL = 2000
 SECRET = "bench-secret"
 
@@ -209,7 +254,9 @@ def over_http(data_dir: Path, tenants: list[Tenant], ops: int) -> dict[str, Stat
                 raise RuntimeError("server did not come up")
             time.sleep(0.2)
         rng = random.Random(1)
-        clients = {t.user_id: httpx.Client(base_url=base, headers={"Authorization": f"Bearer {t.key}"}) for t in tenants}
+        clients = {
+            t.user_id: httpx.Client(base_url=base, headers={"Authorization": f"Bearer {t.key}"}) for t in tenants
+        }
 
         def add() -> None:
             tenant = rng.choice(tenants)
@@ -238,8 +285,10 @@ def report(scale: int, tenants: int, base: dict[str, Stats], http: dict[str, Sta
         for mode, stats in (("in-process", base[op]), ("http", http[op])):
             print(f"{op:<10} {mode:<11} {stats.ops:>8.1f} {stats.p50:>8.2f} {stats.p99:>8.2f}")
         print(f"{op:<10} {'ratio':<11} {'':>8} {http[op].p50 / base[op].p50:>8.2f} {http[op].p99 / base[op].p99:>8.2f}")
-    print(f"targets: search p50 <= 10 ms over HTTP (got {http['search'].p50:.2f}); "
-          f"HTTP/in-process p50 <= 1.5 (got {http['search'].p50 / base['search'].p50:.2f})")
+    print(
+        f"targets: search p50 <= 10 ms over HTTP (got {http['search'].p50:.2f}); "
+        f"HTTP/in-process p50 <= 1.5 (got {http['search'].p50 / base['search'].p50:.2f})"
+    )
 
 
 def main() -> None:

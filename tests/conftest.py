@@ -101,12 +101,17 @@ def _settings(tmp: object, database_url: str, **overrides: object) -> object:
     from tests.harness import free_port
 
     data_dir = Path(str(tmp))
+    # Shared test servers take thousands of requests a minute; tests/quotas pins the real limits with small plans.
+    overrides.setdefault("secret_key", "test-secret-" + uuid.uuid4().hex)
+    overrides.setdefault(
+        "plans",
+        {"free": {"requests_per_minute": 1_000_000, "key_requests_per_minute": 1_000_000, "max_memories": 10**7}},
+    )
     return Settings(
         host="127.0.0.1",
         port=free_port(),
         data_dir=data_dir,
         database_url=database_url,
-        secret_key="test-secret-" + uuid.uuid4().hex,
         **overrides,  # type: ignore[arg-type]
     )
 

@@ -146,6 +146,7 @@ class McpEndpoint:
         resource = mcp_resource(self.settings.resolved_public_base_url, client_name, raw_user_id)
         principal = await container.authenticator.authenticate(headers, resource=resource)
         _check_owner(principal, identity)
+        await container.quotas.check_request(principal)
         return Caller(principal=principal, identity=identity, client_name=client_name, container=container)
 
 

@@ -37,6 +37,7 @@ from app.memories.schemas import (
     Topic,
 )
 from app.memories.scopes import Scope, can_read, default_scope, readable_keys, viewer, visibility_key
+from app.quotas.service import Quotas
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +116,11 @@ def resolve_identity(
 class MemoryService:
     """Memory operations on behalf of a principal. Created once; holds the database and the index."""
 
-    def __init__(self, db: Database, engine: MemoryEngine, limits: Limits) -> None:
+    def __init__(self, db: Database, engine: MemoryEngine, limits: Limits, quotas: Quotas | None = None) -> None:
         self.db = db
         self.engine = engine
         self.limits = limits
+        self.quotas = quotas
 
     def _check_size(self, content: str) -> None:
         if len(content) > self.limits.max_memory_chars:
@@ -140,6 +142,8 @@ class MemoryService:
             if item.infer and not self.engine.infer_available:
                 raise ValidationFailed("infer needs an LLM; this server has none configured (ENGRAM_LLM_BASE_URL)")
 
+        if self.quotas is not None:
+            await self.quotas.check_memories(principal.user_id, len(plans))
         indexed: list[str] = []
         records: list[MemoryRecord] = []
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import threading
@@ -94,10 +95,8 @@ def test_bad_session_input_gets_clear_errors(api: RunningServer) -> None:
 
 
 def _sse_events(client: httpx.Client, url: str, ready: threading.Event, out: queue.Queue[dict[str, Any]]) -> None:
-    try:
+    with contextlib.suppress(httpx.HTTPError, RuntimeError):  # the test closes the client to end the stream
         _read_sse(client, url, ready, out)
-    except (httpx.HTTPError, RuntimeError):
-        pass  # the test closed the client to end the stream
 
 
 def _read_sse(client: httpx.Client, url: str, ready: threading.Event, out: queue.Queue[dict[str, Any]]) -> None:

@@ -1,0 +1,137 @@
+"""OAuth clients as authlib sees them, and the rules for their redirect URIs. Pure."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from authlib.oauth2.rfc6749 import ClientMixin
+
+from app.oauth import credentials, scopes
+
+PUBLIC = "none"
+SECRET_METHODS = ("client_secret_basic", "client_secret_post")
+AUTH_METHODS = (PUBLIC, *SECRET_METHODS)
+CODE_GRANTS = ("authorization_code", "refresh_token")
+MACHINE_GRANT = "client_credentials"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def is_loopback_host(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def is_loopback_http(uri: str) -> bool:
+    parts = urlsplit(uri)
+    return parts.scheme == "http" and "@" not in parts.netloc and parts.hostname in LOOPBACK_HOSTS
+
+
+def redirect_uri_problem(uri: str) -> str | None:
+    """Why ``uri`` cannot be a redirect URI, or None. https; http on loopback (RFC 8252); app schemes with a dot."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return f"{uri} is not a URL"
+    if parts.fragment or "#" in uri:
+        return "redirect URIs must not have a fragment"
+    if "@" in parts.netloc:
+        return "redirect URIs must not carry user information"
+    if parts.scheme == "https":
+        return None if parts.hostname else f"{uri} has no host"
+    if parts.scheme == "http":
+        return None if is_loopback_http(uri) else "http redirect URIs are only allowed on 127.0.0.1, [::1] or localhost"
+    # RFC 8252 section 7.1: private-use schemes are reverse domain names, so they contain a dot.
+    if parts.scheme and "." in parts.scheme:
+        return None
+    return f"redirect URI scheme {parts.scheme!r} is not allowed"
+
+
+def redirect_uri_matches(registered: str, requested: str) -> bool:
+    """Exact match, except that a loopback http redirect may use any port (RFC 8252 section 7.3)."""
+    if registered == requested:
+        return True
+    if not (is_loopback_http(registered) and is_loopback_http(requested)):
+        return False
+    a, b = urlsplit(registered), urlsplit(requested)
+    try:
+        _ = b.port
+    except ValueError:
+        return False
+    return (a.hostname, a.path, a.query) == (b.hostname, b.path, b.query) and not b.fragment
+
+
+@dataclass(frozen=True)
+class Client(ClientMixin):
+    """A registered client, or one described by its Client ID Metadata Document."""
+
+    client_id: str
+    metadata: dict[str, Any]
+    secret_hash: str | None = None
+    owner_id: str | None = None
+    # True for a client whose id is the URL of its metadata document.
+    from_document: bool = False
+
+    @property
+    def name(self) -> str:
+        name = self.metadata.get("client_name")
+        return str(name) if isinstance(name, str) and name.strip() else self.client_id
+
+    @property
+    def auth_method(self) -> str:
+        return str(self.metadata.get("token_endpoint_auth_method", "client_secret_basic"))
+
+    @property
+    def redirect_uris(self) -> list[str]:
+        return [str(u) for u in self.metadata.get("redirect_uris") or []]
+
+    @property
+    def grant_types(self) -> list[str]:
+        return [str(g) for g in self.metadata.get("grant_types") or ["authorization_code"]]
+
+    @property
+    def is_public(self) -> bool:
+        return self.auth_method == PUBLIC
+
+    def get_client_id(self) -> str:
+        return self.client_id
+
+    def get_default_redirect_uri(self) -> str | None:
+        # Always require redirect_uri in the request: with several registered URIs there is no safe default.
+        uris = self.redirect_uris
+        return uris[0] if len(uris) == 1 else None
+
+    def get_allowed_scope(self, scope: str | None) -> str:
+        allowed = scopes.split(self.metadata.get("scope")) or list(scopes.SUPPORTED)
+        wanted = scopes.split(scope) or allowed
+        return scopes.join([s for s in wanted if s in allowed])
+
+    def check_redirect_uri(self, redirect_uri: str) -> bool:
+        return any(redirect_uri_matches(r, redirect_uri) for r in self.redirect_uris)
+
+    def check_client_secret(self, client_secret: str) -> bool:
+        return self.secret_hash is not None and credentials.matches(client_secret, self.secret_hash)
+
+    def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
+        if endpoint == "introspection":
+            return method in SECRET_METHODS and self.secret_hash is not None
+        if self.is_public:
+            return method == PUBLIC
+        # A confidential client may use either secret method, wherever it authenticates.
+        return method in SECRET_METHODS
+
+    def check_response_type(self, response_type: str) -> bool:
+        return response_type == "code" and "authorization_code" in self.grant_types
+
+    def check_grant_type(self, grant_type: str) -> bool:
+        if grant_type == MACHINE_GRANT:
+            return MACHINE_GRANT in self.grant_types and self.owner_id is not None and not self.is_public
+        return grant_type in self.grant_types

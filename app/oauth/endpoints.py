@@ -1,0 +1,157 @@
+"""Revocation (RFC 7009), introspection (RFC 7662) and dynamic client registration (RFC 7591)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from authlib.oauth2.rfc7009 import RevocationEndpoint
+from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMetadataError
+from authlib.oauth2.rfc7662 import IntrospectionEndpoint
+
+from app.accounts.principal import WRITE, Principal
+from app.db import utcnow
+from app.oauth import clients, credentials, repository, scopes
+from app.oauth.adapter import RegistrationRequest, Request, db
+from app.oauth.clients import Client
+from app.oauth.grants import TokenRecord
+from app.oauth.models import OAuthClient
+
+if TYPE_CHECKING:
+    from app.oauth.server import EngramAuthorizationServer
+
+
+class Revocation(RevocationEndpoint):
+    CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> TokenRecord | None:
+        return _find_token(token_string)
+
+    def revoke_token(self, token: TokenRecord, request: Request) -> None:
+        # Revoking a refresh token ends the whole grant (RFC 7009 section 2.1); an access token just itself.
+        if token.kind == "refresh_token":
+            repository.revoke_family(db(), token.row.family_id, utcnow())
+        else:
+            repository.revoke_token(db(), token.row.id, utcnow())
+
+
+class Introspection(IntrospectionEndpoint):
+    CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
+    server: EngramAuthorizationServer
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> TokenRecord | None:
+        return _find_token(token_string)
+
+    def check_permission(self, token: TokenRecord, client: Client, request: Request) -> bool:
+        """A client may introspect its own tokens, and a user's machine client that user's tokens."""
+        return token.row.client_id == client.client_id or (
+            client.owner_id is not None and client.owner_id == token.row.user_id
+        )
+
+    def introspect_token(self, token: TokenRecord) -> dict[str, Any]:
+        row = token.row
+        expires = row.access_expires_at if token.kind == "access_token" else row.refresh_expires_at
+        return {
+            "active": True,
+            "client_id": row.client_id,
+            "token_type": "Bearer" if token.kind == "access_token" else "refresh_token",
+            "scope": row.scope,
+            "sub": row.user_id,
+            "aud": row.resource,
+            "iss": self.server.base,
+            "exp": int(expires.timestamp()) if expires else None,
+            "iat": int(row.created_at.timestamp()),
+        }
+
+
+def _find_token(value: str) -> TokenRecord | None:
+    if value.startswith(credentials.REFRESH_PREFIX):
+        row = repository.token_by_refresh_hash(db(), credentials.digest(value))
+        return TokenRecord(row, "refresh_token") if row else None
+    if value.startswith(credentials.ACCESS_PREFIX):
+        row = repository.token_by_access_hash(db(), credentials.digest(value))
+        return TokenRecord(row, "access_token") if row else None
+    return None
+
+
+class Registration(ClientRegistrationEndpoint):
+    """RFC 7591. Anyone may register a client that needs a user's consent; a client_credentials client acts as a
+    user, so registering one needs that user's API key (an RFC 7591 initial access token)."""
+
+    server: EngramAuthorizationServer
+
+    def authenticate_token(self, request: RegistrationRequest) -> object:
+        return request.registrant or "anonymous"
+
+    def get_server_metadata(self) -> dict[str, Any]:
+        return self.server.metadata()
+
+    def extract_client_metadata(self, request: RegistrationRequest) -> dict[str, Any]:
+        metadata: dict[str, Any] = super().extract_client_metadata(request)
+        _check_registration(metadata, request.registrant)
+        request.client_metadata = metadata
+        return metadata
+
+    def generate_client_id(self, request: RegistrationRequest) -> str:
+        return credentials.new_client_id()
+
+    def generate_client_secret(self, request: RegistrationRequest) -> str | None:
+        if request.client_metadata.get("token_endpoint_auth_method") == clients.PUBLIC:
+            return None
+        return credentials.new_client_secret()
+
+    def save_client(
+        self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: RegistrationRequest
+    ) -> Client:
+        secret = client_info.get("client_secret")
+        grants_ = client_metadata.get("grant_types") or []
+        owner = request.registrant.user_id if request.registrant and clients.MACHINE_GRANT in grants_ else None
+        row = OAuthClient(
+            id=client_info["client_id"],
+            secret_hash=credentials.digest(secret) if secret else None,
+            owner_id=owner,
+            client_metadata=client_metadata,
+        )
+        repository.add(db(), row)
+        return Client(row.id, client_metadata, row.secret_hash, owner)
+
+    def create_registration_response(self, request: RegistrationRequest) -> tuple[int, Any, Any]:
+        status, body, headers = super().create_registration_response(request)
+        # The MCP TypeScript SDK rejects "client_secret": null: a public client gets no secret fields at all.
+        if body.get("client_secret") is None:
+            body.pop("client_secret", None)
+            body.pop("client_secret_expires_at", None)
+        return status, {k: v for k, v in body.items() if v is not None}, headers
+
+
+def _check_registration(metadata: dict[str, Any], registrant: Principal | None) -> None:
+    method = metadata.setdefault("token_endpoint_auth_method", "client_secret_basic")
+    if method not in clients.AUTH_METHODS:
+        raise InvalidClientMetadataError(f"token_endpoint_auth_method must be one of {', '.join(clients.AUTH_METHODS)}")
+    grant_types = metadata.setdefault("grant_types", ["authorization_code"])
+    if not isinstance(grant_types, list) or not set(grant_types) <= {*clients.CODE_GRANTS, clients.MACHINE_GRANT}:
+        raise InvalidClientMetadataError("grant_types may be authorization_code, refresh_token and client_credentials")
+    response_types = metadata.setdefault("response_types", ["code"] if "authorization_code" in grant_types else [])
+    if not set(response_types) <= {"code"}:
+        raise InvalidClientMetadataError("the only response type is code")
+    requested_scopes = scopes.split(metadata.get("scope"))
+    if not set(requested_scopes) <= set(scopes.SUPPORTED):
+        raise InvalidClientMetadataError(f"scope may contain {', '.join(scopes.SUPPORTED)}")
+    if "authorization_code" in grant_types:
+        uris = metadata.get("redirect_uris")
+        if not uris:
+            raise InvalidClientMetadataError("redirect_uris are required for the authorization_code grant")
+        for uri in uris:
+            problem = clients.redirect_uri_problem(uri)
+            if problem:
+                raise InvalidClientMetadataError(problem)
+    if clients.MACHINE_GRANT in grant_types:
+        if method == clients.PUBLIC:
+            raise InvalidClientMetadataError("a client_credentials client must be confidential")
+        if registrant is None:
+            raise InvalidClientMetadataError(
+                "registering a client_credentials client needs 'Authorization: Bearer <API key>' of the user it acts as"
+            )
+        if WRITE not in registrant.scopes and scopes.MEMORIES_WRITE in (requested_scopes or scopes.SUPPORTED):
+            raise InvalidClientMetadataError("a read-only key can only register a client with scope memories:read")
+        if not requested_scopes and WRITE not in registrant.scopes:
+            metadata["scope"] = scopes.MEMORIES_READ

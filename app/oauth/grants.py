@@ -1,0 +1,218 @@
+"""The grants Engram allows: authorization code (PKCE S256 always), refresh (rotated, reuse revokes the family) and
+client credentials (a machine client acting as the user who registered it)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from authlib.oauth2.rfc6749 import (
+    AuthorizationCodeMixin,
+    InvalidGrantError,
+    InvalidRequestError,
+    InvalidScopeError,
+    OAuth2Request,
+    TokenMixin,
+    grants,
+)
+from authlib.oauth2.rfc7636 import CodeChallenge
+
+from app.db import utcnow
+from app.oauth import credentials, repository, resources, scopes
+from app.oauth.adapter import InvalidTargetError, Request, db
+from app.oauth.clients import Client
+from app.oauth.models import OAuthCode, OAuthToken
+
+if TYPE_CHECKING:
+    from app.oauth.server import EngramAuthorizationServer
+
+ACCESS_TTL = timedelta(hours=1)
+REFRESH_TTL = timedelta(days=30)
+CODE_TTL = timedelta(minutes=10)
+
+
+class CodeRecord(AuthorizationCodeMixin):
+    def __init__(self, row: OAuthCode) -> None:
+        self.row = row
+        self.code_challenge = row.code_challenge
+        self.code_challenge_method = "S256"
+
+    def get_redirect_uri(self) -> str:
+        return self.row.redirect_uri
+
+    def get_scope(self) -> str:
+        return self.row.scope
+
+
+class TokenRecord(TokenMixin):
+    def __init__(self, row: OAuthToken, kind: str) -> None:
+        self.row = row
+        self.kind = kind
+
+    def check_client(self, client: Client) -> bool:
+        return self.row.client_id == client.client_id
+
+    def get_scope(self) -> str:
+        return self.row.scope
+
+    def get_expires_in(self) -> int:
+        return int(ACCESS_TTL.total_seconds())
+
+    def is_expired(self) -> bool:
+        expires = self.row.access_expires_at if self.kind == "access_token" else self.row.refresh_expires_at
+        return expires is None or expires <= utcnow()
+
+    def is_revoked(self) -> bool:
+        return self.row.revoked_at is not None or (
+            self.kind == "refresh_token" and self.row.refresh_used_at is not None
+        )
+
+
+def _resource_param(request: OAuth2Request) -> str | None:
+    values = request.payload.datalist.get("resource", [])
+    if len(values) > 1:
+        raise InvalidTargetError("Engram binds each grant to exactly one resource")
+    return values[0] if values else None
+
+
+def _same_resource(base: str, requested: str | None, bound: str) -> None:
+    parsed = resources.parse(base, requested) if requested is not None else None
+    if requested is not None and (parsed is None or parsed.url != bound):
+        raise InvalidTargetError("the resource differs from the one this grant was issued for")
+
+
+class S256Required(CodeChallenge):
+    """PKCE on every authorization request, from every client, with S256 only (authlib allows plain and none)."""
+
+    SUPPORTED_CODE_CHALLENGE_METHOD = ["S256"]
+    DEFAULT_CODE_CHALLENGE_METHOD = "S256"
+
+    def validate_code_challenge(self, grant: grants.AuthorizationCodeGrant, redirect_uri: str) -> None:
+        data = grant.request.payload.data
+        if not data.get("code_challenge"):
+            raise InvalidRequestError("PKCE is required: send code_challenge with code_challenge_method=S256")
+        if data.get("code_challenge_method") != "S256":
+            raise InvalidRequestError("code_challenge_method must be S256")
+        super().validate_code_challenge(grant, redirect_uri)
+
+    def validate_code_verifier(self, grant: grants.AuthorizationCodeGrant, result: Any) -> None:
+        if not grant.request.form.get("code_verifier"):
+            raise InvalidRequestError("Missing 'code_verifier'")
+        super().validate_code_verifier(grant, result)
+
+
+class CodeGrant(grants.AuthorizationCodeGrant):
+    TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
+    server: EngramAuthorizationServer
+
+    def validate_authorization_request(self) -> str:
+        redirect_uri: str = super().validate_authorization_request()
+        request: Request = self.request
+        requested = _resource_param(request) or resources.api_resource(self.server.base)
+        resource = resources.allowed_for(self.server.base, requested, str(request.user))
+        if resource is None:
+            raise InvalidTargetError(
+                "resource must be this server's /v1 or one of your own MCP URLs", redirect_uri=redirect_uri
+            )
+        request.resource = resource
+        return redirect_uri
+
+    def save_authorization_code(self, code: str, request: Request) -> None:
+        assert request.resource is not None
+        now = utcnow()
+        repository.add(
+            db(),
+            OAuthCode(
+                id=credentials.digest(code),
+                client_id=request.client.client_id,
+                user_id=str(request.user),
+                redirect_uri=request.payload.redirect_uri or "",
+                scope=request.scope or "",
+                resource=request.resource.url,
+                code_challenge=request.payload.data["code_challenge"],
+                family_id=credentials.new_id("fam_"),
+                created_at=now,
+                expires_at=now + CODE_TTL,
+            ),
+        )
+
+    def query_authorization_code(self, code: str, client: Client) -> CodeRecord | None:
+        row = repository.code_by_hash(db(), credentials.digest(code), client.client_id)
+        if row is None:
+            return None
+        if row.used_at is not None:
+            repository.revoke_family(db(), row.family_id, utcnow())
+            raise InvalidGrantError("this code was already used; the tokens issued for it are revoked")
+        if row.expires_at <= utcnow():
+            return None
+        _same_resource(self.server.base, _resource_param(self.request), row.resource)
+        return CodeRecord(row)
+
+    def authenticate_user(self, authorization_code: CodeRecord) -> str:
+        return authorization_code.row.user_id
+
+    def delete_authorization_code(self, authorization_code: CodeRecord) -> None:
+        row = authorization_code.row
+        if not repository.consume_code(db(), row.id, utcnow()):
+            repository.revoke_family(db(), row.family_id, utcnow())
+            raise InvalidGrantError("this code was already used; the tokens issued for it are revoked")
+
+
+class RefreshGrant(grants.RefreshTokenGrant):
+    TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
+    # Rotation: every refresh returns a new refresh token and retires the old one.
+    INCLUDE_NEW_REFRESH_TOKEN = True
+    server: EngramAuthorizationServer
+
+    def authenticate_refresh_token(self, refresh_token: str) -> TokenRecord | None:
+        row = repository.token_by_refresh_hash(db(), credentials.digest(refresh_token))
+        if row is None:
+            return None
+        if row.refresh_used_at is not None:
+            repository.revoke_family(db(), row.family_id, utcnow())
+            raise InvalidGrantError("refresh token reuse detected; every token of this grant is revoked")
+        record = TokenRecord(row, "refresh_token")
+        if record.is_revoked() or record.is_expired():
+            return None
+        _same_resource(self.server.base, _resource_param(self.request), row.resource)
+        return record
+
+    def authenticate_user(self, refresh_token: TokenRecord) -> str:
+        return refresh_token.row.user_id
+
+    def revoke_old_credential(self, refresh_token: TokenRecord) -> None:
+        row = refresh_token.row
+        if not repository.rotate_refresh(db(), row.id, utcnow()):
+            repository.revoke_family(db(), row.family_id, utcnow())
+            raise InvalidGrantError("refresh token reuse detected; every token of this grant is revoked")
+
+
+class MachineGrant(grants.ClientCredentialsGrant):
+    """client_credentials: a confidential client a user registered acts as that user, within its scopes."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
+    server: EngramAuthorizationServer
+
+    def validate_token_request(self) -> None:
+        super().validate_token_request()
+        request: Request = self.request
+        client: Client = request.client
+        allowed = set(scopes.split(client.metadata.get("scope")) or scopes.SUPPORTED)
+        if not set(scopes.split(request.payload.scope)) <= allowed:
+            raise InvalidScopeError()
+        requested = _resource_param(request) or resources.api_resource(self.server.base)
+        resource = resources.allowed_for(self.server.base, requested, str(client.owner_id))
+        if resource is None:
+            raise InvalidTargetError("resource must be this server's /v1 or one of the owner's MCP URLs")
+        request.resource = resource
+
+    def create_token_response(self) -> tuple[int, Any, Any]:
+        client: Client = self.request.client
+        self.request.user = client.owner_id
+        token = self.generate_token(
+            user=client.owner_id,
+            scope=client.get_allowed_scope(self.request.payload.scope),
+            include_refresh_token=False,
+        )
+        self.save_token(token)
+        return 200, token, self.TOKEN_RESPONSE_HEADER

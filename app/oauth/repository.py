@@ -1,0 +1,98 @@
+"""Every SQL query about OAuth clients, codes and tokens.
+
+The authorization server (authlib) is synchronous, so it runs inside ``AsyncSession.run_sync`` and uses the
+``Session`` functions here; token checks on every API request use the async Core queries at the bottom.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+from sqlalchemy import CursorResult, bindparam, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.orm import Session
+
+from app.oauth.models import OAuthClient, OAuthCode, OAuthToken
+
+
+def get_client(session: Session, client_id: str) -> OAuthClient | None:
+    return session.get(OAuthClient, client_id)
+
+
+def add(session: Session, row: OAuthClient | OAuthCode | OAuthToken) -> None:
+    session.add(row)
+    session.flush()
+
+
+def code_by_hash(session: Session, code_hash: str, client_id: str) -> OAuthCode | None:
+    query = select(OAuthCode).where(OAuthCode.id == code_hash, OAuthCode.client_id == client_id)
+    return session.execute(query).scalar_one_or_none()
+
+
+def consume_code(session: Session, code_hash: str, when: datetime) -> bool:
+    """Mark the code used; False when another request already did (the UPDATE is the arbiter under concurrency)."""
+    query = update(OAuthCode).where(OAuthCode.id == code_hash, OAuthCode.used_at.is_(None)).values(used_at=when)
+    result: CursorResult[tuple[()]] = session.execute(query)  # type: ignore[assignment]
+    return result.rowcount == 1
+
+
+def token_by_refresh_hash(session: Session, refresh_hash: str) -> OAuthToken | None:
+    return session.execute(select(OAuthToken).where(OAuthToken.refresh_hash == refresh_hash)).scalar_one_or_none()
+
+
+def token_by_access_hash(session: Session, access_hash: str) -> OAuthToken | None:
+    return session.execute(select(OAuthToken).where(OAuthToken.access_hash == access_hash)).scalar_one_or_none()
+
+
+def rotate_refresh(session: Session, token_id: str, when: datetime) -> bool:
+    """Mark the refresh token exchanged; False when it already was (reuse, or a concurrent refresh)."""
+    query = (
+        update(OAuthToken)
+        .where(OAuthToken.id == token_id, OAuthToken.refresh_used_at.is_(None), OAuthToken.revoked_at.is_(None))
+        .values(refresh_used_at=when)
+    )
+    result: CursorResult[tuple[()]] = session.execute(query)  # type: ignore[assignment]
+    return result.rowcount == 1
+
+
+def revoke_family(session: Session, family_id: str, when: datetime) -> None:
+    query = (
+        update(OAuthToken)
+        .where(OAuthToken.family_id == family_id, OAuthToken.revoked_at.is_(None))
+        .values(revoked_at=when)
+    )
+    session.execute(query, execution_options={"synchronize_session": False})
+
+
+def revoke_token(session: Session, token_id: str, when: datetime) -> None:
+    query = update(OAuthToken).where(OAuthToken.id == token_id, OAuthToken.revoked_at.is_(None)).values(revoked_at=when)
+    session.execute(query, execution_options={"synchronize_session": False})
+
+
+_tokens = OAuthToken.__table__.c
+_TOKEN_BY_ACCESS = select(
+    _tokens.id,
+    _tokens.family_id,
+    _tokens.user_id,
+    _tokens.scope,
+    _tokens.resource,
+    _tokens.access_expires_at,
+    _tokens.revoked_at,
+).where(_tokens.access_hash == bindparam("access_hash"))
+
+
+class AccessRow(NamedTuple):
+    id: str
+    family_id: str
+    user_id: str
+    scope: str
+    resource: str
+    access_expires_at: datetime
+    revoked_at: datetime | None
+
+
+async def access_row(conn: AsyncConnection, access_hash: str) -> AccessRow | None:
+    """What checking an access token needs, by a Core query: this runs on every request."""
+    row = (await conn.execute(_TOKEN_BY_ACCESS, {"access_hash": access_hash})).first()
+    return None if row is None else AccessRow(*row)

@@ -1,0 +1,186 @@
+"""OAuth endpoints: metadata (RFC 8414, RFC 9728), registration, the consent page, token, revocation, introspection."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import httpx
+from litestar import Litestar, MediaType, Request, Response, Router, get, post
+from litestar.datastructures import MultiDict
+from litestar.response import Redirect
+
+from app.accounts.principal import Principal
+from app.container import Container
+from app.errors import AppError, NotFound
+from app.oauth import resources
+from app.oauth.adapter import Reply
+from app.oauth.adapter import Request as OAuthRequest
+from app.oauth.service import AUTHORIZE_PARAMS, Consent, OAuthService
+from app.web.errors import error_page
+from app.web.pages import PAGE_HEADERS, form_data, render
+from app.web.session import current_user, login_redirect, verify_csrf
+
+SERVICE = "oauth"
+# Client metadata documents are small; anything slow or large is refused rather than waited for.
+_DOCUMENT_LIMITS = httpx.Limits(max_connections=20, max_keepalive_connections=5)
+
+
+def oauth_service(container: Container) -> OAuthService:
+    service: OAuthService = container.extras[SERVICE]
+    return service
+
+
+@asynccontextmanager
+async def oauth_lifespan(app: Litestar) -> AsyncIterator[None]:
+    container: Container = app.state.container
+    async with httpx.AsyncClient(limits=_DOCUMENT_LIMITS, timeout=5.0, follow_redirects=False) as http:
+        container.extras[SERVICE] = OAuthService(container.db, container.settings.resolved_public_base_url, http)
+        yield
+
+
+def _multi(values: MultiDict[Any] | Any) -> dict[str, list[str]]:
+    result: dict[str, list[str]] = {}
+    for key, value in values.multi_items():
+        if isinstance(value, str):
+            result.setdefault(key, []).append(value)
+    return result
+
+
+def _reply(reply: Reply) -> Response[Any]:
+    headers = {k: v for k, v in reply.headers if k.lower() != "content-type"}
+    if reply.location is not None:
+        return Response(content=b"", status_code=reply.status, headers=headers)
+    return Response(content=reply.body, status_code=reply.status, headers=headers, media_type=MediaType.JSON)
+
+
+def _metadata_response(content: dict[str, Any]) -> Response[Any]:
+    return Response(content=content, media_type=MediaType.JSON, headers={"Cache-Control": "max-age=300"})
+
+
+@get("/.well-known/oauth-authorization-server")
+async def authorization_server_metadata(container: Container) -> Response[Any]:
+    return _metadata_response(oauth_service(container).metadata())
+
+
+@get(["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/v1"])
+async def api_resource_metadata(container: Container) -> Response[Any]:
+    service = oauth_service(container)
+    metadata = service.protected_resource(resources.api_resource(service.base))
+    assert metadata is not None
+    return _metadata_response(metadata)
+
+
+@get("/.well-known/oauth-protected-resource/mcp/v2/{client_name:str}/{user_id:str}")
+async def mcp_resource_metadata(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    service = oauth_service(container)
+    # The raw path keeps the client's percent-encoding; resources.parse makes it canonical.
+    raw = request.scope.get("raw_path") or request.scope["path"].encode()
+    metadata = service.protected_resource(service.base + raw.decode("latin-1")[len(resources.PRM_PATH) :])
+    if metadata is None:
+        raise NotFound("no such MCP endpoint: the form is /mcp/v2/<client_name>/<user_id>")
+    return _metadata_response(metadata)
+
+
+@post("/oauth/register")
+async def register(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    try:
+        body = json.loads(await request.body() or b"null")
+    except ValueError:
+        body = None
+    registrant: Principal | None = None
+    if request.headers.get("authorization"):
+        # An API key (RFC 7591 initial access token) registers a client that acts as its user.
+        registrant = await container.authenticator.authenticate(
+            request.headers, resource=resources.api_resource(container.settings.resolved_public_base_url)
+        )
+    return _reply(await oauth_service(container).register(request.headers, body, registrant))
+
+
+def _consent_page(request: Request[Any, Any, Any], user: Any, consent: Consent) -> Response[Any]:
+    # Browsers apply form-action to the redirect that follows the form, so the client's origin must be allowed.
+    csp = PAGE_HEADERS["Content-Security-Policy"].replace(
+        "form-action 'self'", f"form-action 'self' {consent.redirect_origin}"
+    )
+    return render(request, "oauth_consent.html", user=user, headers={"Content-Security-Policy": csp}, consent=consent)
+
+
+@get("/oauth/authorize")
+async def authorize(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    user = await current_user(request)
+    if user is None:
+        return login_redirect(request)
+    service = oauth_service(container)
+    oauth_request = service.request("GET", "/oauth/authorize", request.headers, _multi(request.query_params))
+    try:
+        result = await service.consent(oauth_request, user.id)
+    except AppError as exc:
+        return error_page(request, exc.status_code, exc.message)
+    if isinstance(result, Reply):
+        return _reply(result)
+    return _consent_page(request, user, result)
+
+
+@post("/oauth/authorize")
+async def decide(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    data = await form_data(request)
+    params = {k: [data[k]] for k in AUTHORIZE_PARAMS if k in data}
+    user = await current_user(request)
+    if user is None:
+        query = urlencode([(k, v[0]) for k, v in params.items()])
+        return Redirect(f"/login?next={quote('/oauth/authorize?' + query, safe='')}", status_code=303)
+    try:
+        await verify_csrf(request, data.get("_csrf"))
+        service = oauth_service(container)
+        oauth_request = service.request("POST", "/oauth/authorize", request.headers, params)
+        reply = await service.decide(oauth_request, user.id, approve=data.get("decision") == "approve")
+    except AppError as exc:
+        return error_page(request, exc.status_code, exc.message)
+    return _reply(reply)
+
+
+async def _form_request(
+    request: Request[Any, Any, Any], container: Container, path: str
+) -> tuple[OAuthService, OAuthRequest]:
+    service = oauth_service(container)
+    form = _multi(await request.form())
+    # Credentials and codes belong in the body (RFC 6749 section 3.2); the query is ignored.
+    return service, service.request("POST", path, request.headers, {}, form)
+
+
+@post("/oauth/token")
+async def token(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    service, oauth_request = await _form_request(request, container, "/oauth/token")
+    return _reply(await service.token(oauth_request))
+
+
+@post("/oauth/revoke")
+async def revoke(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    service, oauth_request = await _form_request(request, container, "/oauth/revoke")
+    return _reply(await service.revoke(oauth_request))
+
+
+@post("/oauth/introspect")
+async def introspect(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    service, oauth_request = await _form_request(request, container, "/oauth/introspect")
+    return _reply(await service.introspect(oauth_request))
+
+
+oauth_router = Router(
+    path="/",
+    route_handlers=[
+        authorization_server_metadata,
+        api_resource_metadata,
+        mcp_resource_metadata,
+        register,
+        authorize,
+        decide,
+        token,
+        revoke,
+        introspect,
+    ],
+    include_in_schema=False,
+)

@@ -1,0 +1,44 @@
+"""Checking an OAuth access token presented to ``/v1`` or an MCP endpoint (see ``resources`` for the binding rule)."""
+
+from __future__ import annotations
+
+from app.accounts.principal import Principal
+from app.db import Database, utcnow
+from app.errors import Unauthorized
+from app.oauth import credentials, repository, resources, scopes
+
+
+class OAuthTokenVerifier:
+    """Used by the Authenticator for credentials that look like our access tokens; reads the database every time,
+    so revocation is immediate."""
+
+    def __init__(self, db: Database, base: str) -> None:
+        self.db = db
+        self.base = base
+
+    def accepts(self, credential: str) -> bool:
+        return credentials.looks_like_access_token(credential)
+
+    def challenge(
+        self, resource: str | None, error: str | None = None, description: str | None = None
+    ) -> dict[str, str]:
+        return resources.bearer_challenge(resource, scopes.DEFAULT, error, description)
+
+    def _refuse(self, resource: str | None, description: str) -> Unauthorized:
+        return Unauthorized(description, headers=self.challenge(resource, "invalid_token", description))
+
+    async def verify(self, credential: str, resource: str | None) -> Principal:
+        """The principal the token acts for on ``resource``; Unauthorized (401) otherwise."""
+        async with self.db.engine.connect() as conn:
+            row = await repository.access_row(conn, credentials.digest(credential))
+        if row is None:
+            raise self._refuse(resource, "unknown access token")
+        if row.revoked_at is not None:
+            raise self._refuse(resource, "the access token has been revoked")
+        if row.access_expires_at <= utcnow():
+            raise self._refuse(resource, "the access token has expired")
+        requested = resources.parse(self.base, resource) if resource else None
+        if requested is None or requested.url != row.resource:
+            raise self._refuse(resource, f"the access token is for {row.resource}, not for this resource")
+        # The grant (token family) stays the same across refreshes, so MCP sessions bound to it survive them.
+        return Principal(row.user_id, scopes.principal_scopes(row.scope), key_id=row.family_id, via="oauth")

@@ -1,0 +1,75 @@
+"""Quotas and rate limits per key and per user, by the user's plan."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import func, select
+
+from app.accounts.models import User
+from app.accounts.principal import Principal
+from app.db import Database
+from app.errors import QuotaExceeded, RateLimited
+from app.memories.models import MemoryRecord
+from app.quotas.limiter import RateLimiter, retry_after_header
+from app.quotas.plans import Plan
+
+# Plans change rarely (an upgrade); a minute's staleness saves a query on every request.
+PLAN_CACHE_SECONDS = 60.0
+
+
+class Quotas:
+    def __init__(self, db: Database, limiter: RateLimiter, plans: dict[str, Plan], default_plan: str) -> None:
+        self.db = db
+        self.limiter = limiter
+        self.plans = plans
+        self.default_plan = default_plan
+        self._plan_cache: dict[str, tuple[float, Plan]] = {}
+
+    async def plan_for(self, user_id: str) -> Plan:
+        """The user's plan; an unknown plan name falls back to the default plan."""
+        cached = self._plan_cache.get(user_id)
+        now = time.monotonic()
+        if cached and now - cached[0] < PLAN_CACHE_SECONDS:
+            return cached[1]
+        async with self.db.engine.connect() as conn:
+            name = (await conn.execute(select(User.plan).where(User.id == user_id))).scalar_one_or_none()
+        plan = self.plans.get(name or self.default_plan, self.plans[self.default_plan])
+        self._plan_cache[user_id] = (now, plan)
+        return plan
+
+    async def check_request(self, principal: Principal) -> None:
+        """Count one request against the key's and the user's per-minute limits; 429 with Retry-After beyond."""
+        plan = await self.plan_for(principal.user_id)
+        if principal.key_id is not None:
+            wait = await self.limiter.acquire(f"key:{principal.key_id}", plan.key_requests_per_minute)
+            if wait is not None:
+                raise RateLimited(
+                    f"this key is over its limit of {plan.key_requests_per_minute} requests per minute "
+                    f"({plan.name} plan); retry after {max(1, round(wait))} s",
+                    headers=retry_after_header(wait),
+                )
+        wait = await self.limiter.acquire(f"user:{principal.user_id}", plan.requests_per_minute)
+        if wait is not None:
+            raise RateLimited(
+                f"this account is over its limit of {plan.requests_per_minute} requests per minute "
+                f"({plan.name} plan); retry after {max(1, round(wait))} s",
+                headers=retry_after_header(wait),
+            )
+
+    async def check_memories(self, user_id: str, adding: int) -> None:
+        """Refuse a write that would take the user past the plan's stored memories."""
+        plan = await self.plan_for(user_id)
+        async with self.db.engine.connect() as conn:
+            query = select(func.count()).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
+            stored = (await conn.execute(query)).scalar_one()
+        if stored + adding > plan.max_memories:
+            # Retry-After because every 429 carries one; deleting memories frees room at once.
+            raise QuotaExceeded(
+                f"the {plan.name} plan stores at most {plan.max_memories} memories; {stored} are stored and this "
+                f"would add {adding}. Delete memories or upgrade the plan.",
+                headers=retry_after_header(60),
+            )
+
+    async def close(self) -> None:
+        await self.limiter.close()

@@ -1,0 +1,1 @@
+"""Server-rendered pages: signup, login, the dashboard."""

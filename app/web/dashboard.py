@@ -1,0 +1,144 @@
+"""The dashboard: API keys and the install panel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from litestar import Request, Response, get, post
+from litestar.response import Redirect
+
+from app.accounts import keys as key_material
+from app.accounts import service as accounts
+from app.accounts.models import ApiKey, User
+from app.accounts.principal import KEY_SCOPES
+from app.container import Container
+from app.errors import AppError, InvalidIdentity
+from app.identity import validate_name
+from app.web.install import install_commands
+from app.web.pages import form_data, render
+from app.web.session import verify_csrf
+
+DEFAULT_SESSION = "my-project"
+DEFAULT_AGENT = "agent-1"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRow:
+    id: str
+    name: str
+    scope: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked: bool
+
+
+def _row(key: ApiKey) -> KeyRow:
+    return KeyRow(
+        id=key.id,
+        name=key.name,
+        scope=key.scope,
+        prefix=key_material.display_prefix(key.lookup),
+        created_at=key.created_at,
+        last_used_at=key.last_used_at,
+        revoked=key.revoked_at is not None,
+    )
+
+
+def _install_panel(container: Container, user: User, session: str, agent: str, key: str | None) -> dict[str, Any]:
+    """The panel's values, and either its commands or the error of each field that is wrong."""
+    errors: dict[str, str] = {}
+    for field, value in (("session", session), ("agent", agent)):
+        try:
+            validate_name(value, field)
+        except InvalidIdentity as exc:
+            errors[field] = exc.message
+    base_url = container.settings.resolved_public_base_url
+    commands = [] if errors else install_commands(base_url, user.id, session, agent, key)
+    return {"session": session, "agent": agent, "commands": commands, "errors": errors}
+
+
+async def _page(
+    request: Request[Any, Any, Any],
+    container: Container,
+    user: User,
+    *,
+    status_code: int = 200,
+    session: str = DEFAULT_SESSION,
+    agent: str = DEFAULT_AGENT,
+    new_key: str | None = None,
+    key_errors: dict[str, str] | None = None,
+    key_values: dict[str, str] | None = None,
+) -> Response[Any]:
+    async with container.db.session() as db_session:
+        rows = [_row(k) for k in await accounts.list_keys(db_session, user.id)]
+    panel = _install_panel(container, user, session, agent, new_key)
+    if panel["errors"] and status_code < 400:
+        status_code = 400
+    return render(
+        request,
+        "dashboard.html",
+        status_code=status_code,
+        user=user,
+        keys=rows,
+        scopes=KEY_SCOPES,
+        new_key=new_key,
+        install=panel,
+        errors=key_errors or {},
+        values=key_values or {"scope": "write"},
+        base_url=container.settings.resolved_public_base_url,
+    )
+
+
+@get("/dashboard", name="web:dashboard")
+async def dashboard(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
+    query = request.query_params
+    return await _page(
+        request,
+        container,
+        user,
+        session=query.get("session", DEFAULT_SESSION).strip()[:200],
+        agent=query.get("agent", DEFAULT_AGENT).strip()[:200],
+    )
+
+
+@post("/dashboard/keys", status_code=201)
+async def create_key(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
+    data = await form_data(request)
+    await verify_csrf(request, data.get("_csrf"))
+    name = data.get("name", "").strip()[:200]
+    scope = data.get("scope", "")
+    session = data.get("session", DEFAULT_SESSION).strip()[:200] or DEFAULT_SESSION
+    agent = data.get("agent", DEFAULT_AGENT).strip()[:200] or DEFAULT_AGENT
+    try:
+        async with container.db.session() as db_session:
+            created = await accounts.create_key(
+                db_session, container.authenticator.secret, user.id, name=name, scope=scope
+            )
+    except AppError as exc:
+        field = str(exc.extra.get("field") or "name")
+        return await _page(
+            request,
+            container,
+            user,
+            status_code=422,
+            session=session,
+            agent=agent,
+            key_errors={field: exc.message},
+            key_values={"name": name, "scope": scope},
+        )
+    # Shown in this response only: the plaintext is never stored, so no later page can show it again.
+    return await _page(
+        request, container, user, status_code=201, session=session, agent=agent, new_key=created.plaintext
+    )
+
+
+@post("/dashboard/keys/{key_id:str}/revoke", status_code=303)
+async def revoke_key(request: Request[Any, Any, Any], key_id: str, user: User, container: Container) -> Response[Any]:
+    data = await form_data(request)
+    await verify_csrf(request, data.get("_csrf"))
+    async with container.db.session() as db_session:
+        await accounts.revoke_key(db_session, key_id, user_id=user.id)
+    return Redirect("/dashboard#keys", status_code=303)

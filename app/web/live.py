@@ -1,0 +1,127 @@
+"""The sessions view: a session's agents, claims and latest changes, refreshed live over Server-Sent Events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+from litestar import Request, Response, get
+from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage
+
+from app.accounts.models import User
+from app.container import Container
+from app.coordination import Change, Claim, Coordination, Event, Presence, SessionKey
+from app.db import utcnow
+from app.errors import AppError, NotFound
+from app.identity import Identity, validate_name
+from app.web.pages import render, render_html
+
+KEEPALIVE_SECONDS = 15
+LATEST_CHANGES = 20
+# The dashboard watches without joining: it never touches presence, so it does not show up as an agent.
+WATCHER = "dashboard"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    session: str
+    agents: list[Presence]
+    claims: list[Claim]
+    changes: list[Change]
+
+
+async def read_session(coordination: Coordination, user_id: str, session: str) -> SessionView:
+    """Who is in the session, what they hold, and what they changed lately (newest first)."""
+    key = SessionKey(user_id, session)
+    agents = await coordination.presence(key)
+    claims = await coordination.claims(key)
+    page = await coordination.changes(key, since_time=utcnow() - timedelta(days=7), limit=1000)
+    return SessionView(session, agents, claims, list(reversed(page.changes[-LATEST_CHANGES:])))
+
+
+def _session_name(session: str) -> str:
+    try:
+        return validate_name(session, "session")
+    except AppError:
+        raise NotFound("there is no such session") from None
+
+
+@get("/dashboard/sessions", name="web:sessions")
+async def sessions(request: Request[Any, Any, Any], user: User) -> Response[Any]:
+    name = request.query_params.get("session", "").strip()[:200]
+    if not name:
+        return render(request, "sessions.html", user=user)
+    try:
+        validate_name(name, "session")
+    except AppError as exc:
+        return render(
+            request,
+            "sessions.html",
+            status_code=400,
+            user=user,
+            errors={"session": exc.message},
+            values={"session": name},
+        )
+    return Redirect(f"/dashboard/sessions/{quote(name, safe='')}", status_code=303)
+
+
+@get("/dashboard/sessions/{session:str}", name="web:session")
+async def session_page(
+    request: Request[Any, Any, Any], session: str, user: User, container: Container
+) -> Response[Any]:
+    view = await read_session(container.coordination, user.id, _session_name(session))
+    return render(request, "session.html", user=user, view=view)
+
+
+@get("/dashboard/sessions/{session:str}/panel")
+async def session_panel(
+    request: Request[Any, Any, Any], session: str, user: User, container: Container
+) -> Response[Any]:
+    """The lists alone, which the page's script swaps in when an event arrives."""
+    view = await read_session(container.coordination, user.id, _session_name(session))
+    html = render_html(request, "session_panel.html", {"view": view})
+    return Response(content=html, media_type="text/html", headers={"Cache-Control": "no-store"})
+
+
+@get("/dashboard/sessions/{session:str}/events")
+async def session_events(session: str, user: User, container: Container) -> ServerSentEvent:
+    """Live claim, release and change events of the session, authenticated by the session cookie."""
+    identity = Identity(user.id, _session_name(session), WATCHER)
+    subscription = container.sessions.events(identity)
+    # Enter now so that an unreachable store fails the request (an error page) instead of the stream.
+    events = await subscription.__aenter__()
+
+    async def stream() -> AsyncGenerator[ServerSentEventMessage, None]:
+        # A pump feeds a queue so that waiting with a timeout never cancels the subscription itself.
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for event in events:
+                    queue.put_nowait(event)
+            finally:
+                queue.put_nowait(None)
+
+        pumping = asyncio.create_task(pump())
+        try:
+            yield ServerSentEventMessage(event="ready", data=json.dumps({"session": identity.session}))
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    yield ServerSentEventMessage(comment="keepalive")
+                    continue
+                if event is None:
+                    return
+                payload = {"kind": event.kind, "agent": event.agent, "at": event.at.isoformat()}
+                yield ServerSentEventMessage(event=event.kind, data=json.dumps(payload))
+        finally:
+            pumping.cancel()
+            await subscription.__aexit__(None, None, None)
+
+    return ServerSentEvent(stream(), headers={"Cache-Control": "no-store"})

@@ -1,0 +1,153 @@
+"""Helpers for the OAuth tests: PKCE, registration, and a logged-in browser that approves consent."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx
+import pytest
+
+from tests.harness import RunningServer
+from tests.mcp.test_mcp_remote import npx  # noqa: F401 (the shared fixture, pinned version and install)
+from tests.web.conftest import Browser
+
+REDIRECT = "http://127.0.0.1:8765/callback"
+_HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass(frozen=True)
+class Pkce:
+    verifier: str
+    challenge: str
+
+
+def new_pkce() -> Pkce:
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return Pkce(verifier, challenge)
+
+
+def mcp_resource(server: RunningServer, user_id: str, client_name: str = "claude-code") -> str:
+    return f"{server.base_url}/mcp/v2/{client_name}/{user_id}"
+
+
+def register(server: RunningServer, key: str | None = None, **metadata: Any) -> dict[str, Any]:
+    """RFC 7591 registration; a public client with one loopback redirect unless told otherwise."""
+    body: dict[str, Any] = {
+        "client_name": "test client",
+        "redirect_uris": [REDIRECT],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "token_endpoint_auth_method": "none",
+        **metadata,
+    }
+    with server.client(key) as http:
+        response = http.post("/oauth/register", json=body)
+    assert response.status_code == 201, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def authorize_params(client_id: str, pkce: Pkce | None, resource: str | None, **extra: str) -> dict[str, str]:
+    params = {"response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT, "state": "st-1"}
+    if pkce is not None:
+        params |= {"code_challenge": pkce.challenge, "code_challenge_method": "S256"}
+    if resource is not None:
+        params["resource"] = resource
+    return params | extra
+
+
+def consent_form(page: httpx.Response) -> dict[str, str]:
+    """The hidden fields of the consent page's form (the CSRF token and the request it submits again)."""
+    assert page.status_code == 200, page.text
+    return {name: html.unescape(value) for name, value in _HIDDEN.findall(page.text)}
+
+
+def approve(browser: Browser, params: dict[str, str], decision: str = "approve") -> httpx.Response:
+    """Open the authorization URL as the logged-in browser and press a button on the consent page."""
+    page = browser.get("/oauth/authorize?" + urlencode(params))
+    return browser.post("/oauth/authorize", {**consent_form(page), "decision": decision})
+
+
+def redirect_query(response: httpx.Response) -> dict[str, str]:
+    assert response.status_code in (302, 303), response.text
+    location = response.headers["location"]
+    return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
+
+
+def get_code(browser: Browser, client_id: str, pkce: Pkce, resource: str) -> str:
+    query = redirect_query(approve(browser, authorize_params(client_id, pkce, resource)))
+    assert query.get("state") == "st-1", query
+    return query["code"]
+
+
+def token_request(server: RunningServer, data: dict[str, str], auth: tuple[str, str] | None = None) -> httpx.Response:
+    with server.client() as http:
+        return http.post("/oauth/token", data=data, auth=auth)
+
+
+def exchange(server: RunningServer, client_id: str, code: str, pkce: Pkce, **extra: str) -> httpx.Response:
+    data = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "client_id": client_id,
+        "code_verifier": pkce.verifier,
+        **extra,
+    }
+    return token_request(server, data)
+
+
+@pytest.fixture
+def user(api: RunningServer) -> Iterator[Browser]:
+    """A browser that signed up through the web pages and stays logged in."""
+    browser = Browser(api)
+    browser.signup()
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
+def tokens_for(api: RunningServer) -> Callable[..., dict[str, Any]]:
+    """Run the whole code flow for a browser and return the token response."""
+
+    def run(browser: Browser, resource: str | None = None) -> dict[str, Any]:
+        assert browser.user_id is not None
+        client = register(api)
+        pkce = new_pkce()
+        code = get_code(browser, client["client_id"], pkce, resource or mcp_resource(api, browser.user_id))
+        response = exchange(api, client["client_id"], code, pkce)
+        assert response.status_code == 200, response.text
+        return {**response.json(), "client_id": client["client_id"]}
+
+    return run
+
+
+def expire_access_token(server: RunningServer, access_token: str) -> None:
+    """Move a token's expiry into the past, as an hour passing would."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from app.db import utcnow
+    from app.oauth.credentials import digest
+    from app.oauth.models import OAuthToken
+
+    async def run() -> None:
+        async with server.container.db.session() as session:
+            query = update(OAuthToken).where(OAuthToken.access_hash == digest(access_token))
+            await session.execute(query.values(access_expires_at=utcnow() - timedelta(seconds=1)))
+
+    server.run(run())

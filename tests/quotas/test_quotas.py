@@ -1,0 +1,112 @@
+"""Rate limits and memory quotas: per key and per user, 429 with Retry-After on REST, a JSON-RPC error on MCP."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import _settings
+from tests.harness import RunningServer, add_key, make_account, serve
+
+SECRET = "quota-secret-" + uuid.uuid4().hex
+SMALL = {"free": {"requests_per_minute": 8, "key_requests_per_minute": 5, "max_memories": 3}}
+
+
+@pytest.fixture(scope="module")
+def limited(
+    pg_database_url: str, redis_url: str, embedder: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    settings = _settings(
+        tmp_path_factory.mktemp("quota"), pg_database_url, redis_url=redis_url, plans=SMALL, secret_key=SECRET
+    )
+    with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
+        yield server
+
+
+@pytest.fixture(scope="module")
+def limited_twin(
+    pg_database_url: str, redis_url: str, embedder: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    """A second instance on the same Redis: limits are shared, not per instance."""
+    settings = _settings(
+        tmp_path_factory.mktemp("quota2"), pg_database_url, redis_url=redis_url, plans=SMALL, secret_key=SECRET
+    )
+    with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
+        yield server
+
+
+def _burst(server: RunningServer, key: str, n: int) -> list[httpx.Response]:
+    with server.client(key) as http:
+        return [http.get("/v1/topics") for _ in range(n)]
+
+
+def test_a_key_over_its_limit_gets_429_with_retry_after(limited: RunningServer) -> None:
+    me = make_account(limited)
+    responses = _burst(limited, me.key, 7)
+    assert [r.status_code for r in responses[:5]] == [200] * 5
+    refused = responses[5]
+    assert refused.status_code == 429
+    assert int(refused.headers["retry-after"]) >= 1
+    assert refused.json()["error"]["code"] == "rate_limited"
+    assert "5 requests per minute" in refused.json()["error"]["message"]
+
+
+def test_the_user_limit_spans_all_keys(limited: RunningServer) -> None:
+    me = make_account(limited)
+    second = add_key(limited, me.user_id)
+    first = _burst(limited, me.key, 5)
+    assert all(r.status_code == 200 for r in first)
+    more = _burst(limited, second.key, 4)
+    # 8 a minute for the user: three more pass on the fresh key, then the account is out.
+    assert [r.status_code for r in more] == [200, 200, 200, 429]
+    assert "account is over its limit of 8" in more[-1].json()["error"]["message"]
+
+
+def test_other_users_are_not_affected(limited: RunningServer) -> None:
+    noisy, quiet = make_account(limited), make_account(limited)
+    _burst(limited, noisy.key, 7)
+    assert _burst(limited, quiet.key, 1)[0].status_code == 200
+
+
+def test_limits_are_shared_by_instances_through_redis(limited: RunningServer, limited_twin: RunningServer) -> None:
+    me = make_account(limited)
+    assert all(r.status_code == 200 for r in _burst(limited, me.key, 3))
+    twin = _burst(limited_twin, me.key, 3)
+    assert [r.status_code for r in twin] == [200, 200, 429]
+
+
+def test_the_memory_quota_refuses_writes_beyond_the_plan_and_stores_nothing(limited: RunningServer) -> None:
+    me = make_account(limited)
+    with limited.client(me.key) as http:
+        assert http.post("/v1/memories", json={"memories": [{"content": f"m{i}"} for i in range(3)]}).status_code == 201
+        over = http.post("/v1/memories", json={"content": "one too many"})
+    assert over.status_code == 429
+    assert over.json()["error"]["code"] == "quota_exceeded"
+    assert "stores at most 3 memories" in over.json()["error"]["message"]
+    assert over.headers["retry-after"]
+    other_key = add_key(limited, me.user_id)
+    with limited.client(other_key.key) as http:
+        assert len(http.get("/v1/memories").json()["memories"]) == 3
+
+
+def test_mcp_gets_429_with_a_json_rpc_error(limited: RunningServer) -> None:
+    me = make_account(limited)
+    url = f"/mcp/v2/cli/{me.user_id}"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {me.key}"}
+    with httpx.Client(base_url=limited.base_url, headers=headers) as http:
+        statuses = [http.post(url, json={**body, "id": str(uuid.uuid4())}) for _ in range(6)]
+    refused = statuses[-1]
+    assert refused.status_code == 429
+    assert refused.headers["retry-after"]
+    error = refused.json()["error"]
+    assert error["code"] == -32029 and "requests per minute" in error["message"]

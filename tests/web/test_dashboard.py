@@ -1,0 +1,131 @@
+"""API keys and the install panel."""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+from collections.abc import Callable
+
+from tests.web.conftest import Browser, field_error
+
+PLACEHOLDER = "Authorization: Bearer <your-key>"
+
+
+def _key_rows(html: str) -> list[str]:
+    return re.findall(r'<tr class="(?:active|revoked)" data-key-id="[^"]+">.*?</tr>', html, re.S)
+
+
+def test_a_new_key_is_shown_once_and_never_listed_again(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    response = me.submit("/dashboard", "/dashboard/keys", name="laptop", scope="read")
+    assert response.status_code == 201
+    key = re.search(r'id="cmd-new-key" class="command">(egk_[A-Za-z0-9]+)<', response.text).group(1)  # type: ignore[union-attr]
+    assert "shown only this once" in response.text
+    # The commands carry the new key.
+    assert f"--header 'Authorization: Bearer {key}'" in html_lib.unescape(response.text)
+
+    listing = me.get("/dashboard").text
+    assert key not in listing and key[4:16] not in listing
+    (row,) = _key_rows(listing)
+    cells = re.findall(r'<td data-label="([^"]+)">(.*?)</td>', row, re.S)
+    values = {label: re.sub(r"<[^>]+>", "", text).strip() for label, text in cells}
+    assert values["Name"] == "laptop" and values["Scope"] == "read" and values["Status"] == "active"
+    assert values["Prefix"] == key[:10] + "…"
+    assert values["Last used"] == "never" and values["Created"].endswith("UTC")
+
+    with me.api(key) as api:
+        assert api.get("/v1/memories").status_code == 200
+    row = _key_rows(me.get("/dashboard").text)[0]
+    assert "never" not in re.search(r'data-label="Last used">(.*?)</td>', row, re.S).group(1)  # type: ignore[union-attr]
+
+
+def test_a_key_with_a_bad_name_or_scope_shows_the_error_next_to_the_field(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    response = me.submit("/dashboard", "/dashboard/keys", name="   ", scope="write")
+    assert response.status_code == 422
+    assert "name must be 1-100 characters" in (field_error(response.text, "name") or "")
+    response = me.submit("/dashboard", "/dashboard/keys", name="ok", scope="admin")
+    assert response.status_code == 422
+    assert "scope must be one of" in (field_error(response.text, "scope") or "")
+    assert 'value="ok"' in response.text
+    assert _key_rows(me.get("/dashboard").text) == []
+
+
+def test_revoking_a_key_shows_it_revoked_and_the_api_refuses_it(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    key = me.create_key()
+    key_id = re.search(r'data-key-id="([^"]+)"', me.get("/dashboard").text).group(1)  # type: ignore[union-attr]
+    response = me.submit("/dashboard", f"/dashboard/keys/{key_id}/revoke")
+    assert response.status_code == 303
+    (row,) = _key_rows(me.get("/dashboard").text)
+    assert 'class="revoked"' in row and "Revoke</button>" not in row
+    with me.api(key) as api:
+        assert api.get("/v1/memories").status_code == 401
+
+
+def test_nobody_can_revoke_another_users_key(browser: Callable[[], Browser]) -> None:
+    owner, other = browser().signup(), browser().signup()
+    key = owner.create_key()
+    key_id = re.search(r'data-key-id="([^"]+)"', owner.get("/dashboard").text).group(1)  # type: ignore[union-attr]
+    response = other.submit("/dashboard", f"/dashboard/keys/{key_id}/revoke")
+    assert response.status_code == 404 and "text/html" in response.headers["content-type"]
+    with owner.api(key) as api:
+        assert api.get("/v1/memories").status_code == 200
+
+
+def _commands(html: str) -> dict[str, str]:
+    found = re.findall(r'<pre id="cmd-([a-z-]+)" class="command">(.*?)</pre>', html, re.S)
+    return {name: html_lib.unescape(text) for name, text in found}
+
+
+def test_the_install_panel_builds_every_command_for_a_session_and_agent(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    base = me.server.base_url
+    commands = _commands(me.get("/dashboard", params={"session": "web-app", "agent": "claude.1"}).text)
+    url_cc = f"{base}/mcp/v2/claude-code/{me.user_id}__session__web-app__claude.1"
+    url_cursor = f"{base}/mcp/v2/cursor/{me.user_id}__session__web-app__claude.1"
+    assert commands == {
+        "claude-code-key": f"npx install-mcp '{url_cc}' --client claude-code --header '{PLACEHOLDER}'",
+        "cursor-key": f"npx install-mcp '{url_cursor}' --client cursor --header '{PLACEHOLDER}'",
+        "claude-code-oauth": f"npx install-mcp '{url_cc}' --client claude-code --oauth yes",
+        "cursor-oauth": f"npx install-mcp '{url_cursor}' --client cursor --oauth yes",
+        "curl": (
+            f"curl -s '{base}/v1/memories/search' -H 'Authorization: Bearer <your-key>' "
+            "-H 'content-type: application/json' "
+            """-d '{"query": "how do we paginate?", "session": "web-app", "agent": "claude.1"}'"""
+        ),
+    }
+    assert 'data-copy="cmd-curl"' in me.get("/dashboard").text
+
+
+def test_the_install_panel_shows_a_bad_name_next_to_its_field(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    response = me.get("/dashboard", params={"session": "my__project", "agent": "ok"})
+    assert response.status_code == 400
+    assert field_error(response.text, "session") == "session name 'my__project' must not contain '__'"
+    assert field_error(response.text, "agent") is None
+    assert _commands(response.text) == {}
+    response = me.get("/dashboard", params={"session": "ok", "agent": "no spaces"})
+    assert response.status_code == 400
+    assert "may only contain" in (field_error(response.text, "agent") or "")
+    response = me.get("/dashboard", params={"session": "", "agent": "x" * 65})
+    assert field_error(response.text, "session") == "session name is empty"
+    assert "longer than 64" in (field_error(response.text, "agent") or "")
+
+
+def test_creating_a_key_keeps_the_panels_session_and_agent(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    response = me.submit("/dashboard", "/dashboard/keys", name="ci", scope="write", session="api", agent="bot")
+    key = re.search(r"(egk_[A-Za-z0-9]+)", response.text).group(1)  # type: ignore[union-attr]
+    assert _commands(response.text)["cursor-key"].endswith(
+        f"/mcp/v2/cursor/{me.user_id}__session__api__bot' --client cursor --header 'Authorization: Bearer {key}'"
+    )
+
+
+def test_pages_are_never_cached_or_framed(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    for response in (me.get("/dashboard"), me.get("/dashboard/memories"), browser().get("/login")):
+        headers = response.headers
+        assert headers["cache-control"] == "no-store"
+        assert headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in headers["content-security-policy"]
