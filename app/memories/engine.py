@@ -214,14 +214,16 @@ class MemoryEngine:
         *,
         user_id: str,
         query: str,
-        visibilities: list[str],
+        visibilities: list[str] | None,
         limit: int,
         threshold: float | None,
         tags: list[str] | None = None,
         metadata: dict[str, str | int | float | bool] | None = None,
+        scope: str | None = None,
     ) -> list[SearchHit]:
-        """Best matches first among the tenant's memories with one of ``visibilities``, all ``tags``, ``metadata``."""
-        return await self._run(self._search, user_id, query, visibilities, limit, threshold, tags, metadata)
+        """Best matches first among the tenant's memories with one of ``visibilities`` (None: all of the tenant's,
+        for the owner's own view), all ``tags``, ``metadata`` and, when given, ``scope``."""
+        return await self._run(self._search, user_id, query, visibilities, limit, threshold, tags, metadata, scope)
 
     async def get(self, *, user_id: str, memory_id: str) -> IndexedMemory | None:
         """None if absent or another tenant's."""
@@ -313,15 +315,20 @@ class MemoryEngine:
         self,
         user_id: str,
         query: str,
-        visibilities: list[str],
+        visibilities: list[str] | None,
         limit: int,
         threshold: float | None,
         tags: list[str] | None,
         metadata: Mapping[str, str | int | float | bool] | None,
+        scope: str | None = None,
     ) -> list[SearchHit]:
-        if not visibilities or limit <= 0:
+        if (visibilities is not None and not visibilities) or limit <= 0:
             return []
-        filters: dict[str, Any] = {"user_id": user_id, "visibility": {"in": list(visibilities)}}
+        filters: dict[str, Any] = {"user_id": user_id}
+        if visibilities is not None:
+            filters["visibility"] = {"in": list(visibilities)}
+        if scope is not None:
+            filters["scope"] = scope
         if tags:
             filters["AND"] = [{"tags": tag} for tag in _clean_tags(tags)]
         for key, value in (metadata or {}).items():

@@ -31,17 +31,20 @@ async def get_many(session: AsyncSession, user_id: str, ids: Sequence[str]) -> d
 async def page(
     session: AsyncSession,
     user_id: str,
-    visibilities: Sequence[str],
+    visibilities: Sequence[str] | None,
     *,
     limit: int,
     after: tuple[datetime, str] | None,
+    scope: str | None = None,
 ) -> Sequence[MemoryRecord]:
-    """Newest first; ``after`` is the (created_at, id) of the last row of the previous page."""
-    query = select(MemoryRecord).where(
-        MemoryRecord.user_id == user_id,
-        MemoryRecord.visibility.in_(visibilities),
-        MemoryRecord.deleted_at.is_(None),
-    )
+    """Newest first; ``after`` is the (created_at, id) of the last row of the previous page.
+
+    ``visibilities`` None means every memory of the tenant (the owner's own view)."""
+    query = select(MemoryRecord).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
+    if visibilities is not None:
+        query = query.where(MemoryRecord.visibility.in_(visibilities))
+    if scope is not None:
+        query = query.where(MemoryRecord.scope == scope)
     if after is not None:
         created_at, last_id = after
         query = query.where(

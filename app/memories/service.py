@@ -204,13 +204,25 @@ class MemoryService:
             except Exception:  # the index is derived; repair removes what this could not
                 log.warning("could not remove unacknowledged memory %s from the index", memory_id, exc_info=True)
 
-    async def search(self, principal: Principal, identity: Identity | None, request: SearchIn) -> list[SearchResult]:
-        """Semantic search over the memories this identity may read, best first."""
+    async def search(
+        self,
+        principal: Principal,
+        identity: Identity | None,
+        request: SearchIn,
+        *,
+        owner_view: bool = False,
+        scope: Scope | None = None,
+    ) -> list[SearchResult]:
+        """Semantic search over the memories this identity may read, best first.
+
+        ``owner_view`` (the dashboard) searches every memory of the user when no session is named."""
         who = resolve_identity(principal, identity, request.session, request.agent)
+        everything = owner_view and not who.is_session
         hits = await self.engine.search(
             user_id=principal.user_id,
             query=request.query,
-            visibilities=readable_keys(who),
+            visibilities=None if everything else readable_keys(who, scope),
+            scope=scope,
             limit=request.limit,
             threshold=request.threshold,
             tags=list(request.tags) if request.tags else None,
@@ -221,7 +233,7 @@ class MemoryService:
             memory = hit.memory
             # Served from the index payload, which writes keep in step with the record; still, never trust it
             # across a tenant or visibility boundary.
-            if memory.user_id != principal.user_id or not can_read(who, memory.visibility):
+            if memory.user_id != principal.user_id or not (everything or can_read(who, memory.visibility)):
                 log.error("index returned memory %s outside the caller's view; skipped", hit.id)
                 continue
             results.append(
@@ -250,12 +262,16 @@ class MemoryService:
         tags: Sequence[str] = (),
         limit: int = 50,
         cursor: str | None = None,
+        owner_view: bool = False,
     ) -> MemoryPage:
-        """The readable memories, newest first, one page at a time; tags must all be present."""
+        """The readable memories, newest first, one page at a time; tags must all be present.
+
+        ``owner_view`` (the dashboard) lists every memory of the user when no session is named."""
         who = resolve_identity(principal, identity, session, agent)
         if not 1 <= limit <= 200:
             raise ValidationFailed("limit must be between 1 and 200", field="limit")
-        visibilities = readable_keys(who, scope)
+        everything = owner_view and not who.is_session
+        visibilities = None if everything else readable_keys(who, scope)
         after = decode_cursor(cursor) if cursor else None
         wanted = set(tags)
         out: list[MemoryRecord] = []
@@ -263,7 +279,12 @@ class MemoryService:
             # Tag filtering happens here rather than in SQL because JSON containment differs between the backends.
             while len(out) < limit:
                 rows = await repository.page(
-                    db_session, principal.user_id, visibilities, limit=limit if not wanted else limit * 4, after=after
+                    db_session,
+                    principal.user_id,
+                    visibilities,
+                    limit=limit if not wanted else limit * 4,
+                    after=after,
+                    scope=scope if everything else None,
                 )
                 if not rows:
                     break

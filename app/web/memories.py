@@ -59,8 +59,9 @@ async def browse(request: Request[Any, Any, Any], user: User, container: Contain
         try:
             if values["q"]:
                 search = SearchIn(query=values["q"], limit=PAGE_SIZE, session=session, agent=agent, tags=tags or None)
-                found = await container.memories.search(principal, None, search)
-                memories = [m for m in found if not values["scope"] or m.scope == values["scope"]]
+                scope = values["scope"] or None
+                found = await container.memories.search(principal, None, search, owner_view=True, scope=scope)  # type: ignore[arg-type]
+                memories = list(found)
             else:
                 page = await container.memories.list(
                     principal,
@@ -71,6 +72,7 @@ async def browse(request: Request[Any, Any, Any], user: User, container: Contain
                     tags=tags,
                     limit=PAGE_SIZE,
                     cursor=cursor,
+                    owner_view=True,
                 )
                 memories = list(page.memories)
                 if page.next_cursor:

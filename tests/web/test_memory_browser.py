@@ -30,7 +30,9 @@ def test_lists_filters_and_searches_memories(browser: Callable[[], Browser]) -> 
         in_session = _add(api, "The login page is being rewritten", session="web", agent="claude")
         own = _add(api, "My private scratch note", session="web", agent="claude", scope="agent")
 
-    assert set(_ids(me.get("/dashboard/memories").text)) == {pnpm, deploy}
+    # The owner sees everything of theirs; naming a session shows what that session's agents see.
+    assert set(_ids(me.get("/dashboard/memories").text)) == {pnpm, deploy, in_session, own}
+    assert _ids(me.get("/dashboard/memories", params={"scope": "agent"}).text) == [own]
     assert set(_ids(me.get("/dashboard/memories", params={"session": "web"}).text)) == {pnpm, deploy, in_session}
     assert _ids(me.get("/dashboard/memories", params={"session": "web", "scope": "session"}).text) == [in_session]
     assert own in _ids(me.get("/dashboard/memories", params={"session": "web", "agent": "claude"}).text)
