@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from sqlalchemy import func, select
@@ -41,21 +42,19 @@ class Quotas:
     async def check_request(self, principal: Principal) -> None:
         """Count one request against the key's and the user's per-minute limits; 429 with Retry-After beyond."""
         plan = await self.plan_for(principal.user_id)
+        limits = [(f"user:{principal.user_id}", plan.requests_per_minute)]
         if principal.key_id is not None:
-            wait = await self.limiter.acquire(f"key:{principal.key_id}", plan.key_requests_per_minute)
-            if wait is not None:
-                raise RateLimited(
-                    f"this key is over its limit of {plan.key_requests_per_minute} requests per minute "
-                    f"({plan.name} plan); retry after {max(1, round(wait))} s",
-                    headers=retry_after_header(wait),
-                )
-        wait = await self.limiter.acquire(f"user:{principal.user_id}", plan.requests_per_minute)
-        if wait is not None:
-            raise RateLimited(
-                f"this account is over its limit of {plan.requests_per_minute} requests per minute "
-                f"({plan.name} plan); retry after {max(1, round(wait))} s",
-                headers=retry_after_header(wait),
-            )
+            limits.insert(0, (f"key:{principal.key_id}", plan.key_requests_per_minute))
+        refused = await self.limiter.acquire(limits)
+        if refused is None:
+            return
+        index, wait = refused
+        who = "key" if principal.key_id is not None and index == 0 else "account"
+        raise RateLimited(
+            f"this {who} is over its limit of {limits[index][1]} requests per minute ({plan.name} plan); "
+            f"retry after {max(1, math.ceil(wait))} s",
+            headers=retry_after_header(wait),
+        )
 
     async def check_memories(self, user_id: str, adding: int) -> None:
         """Refuse a write that would take the user past the plan's stored memories."""
