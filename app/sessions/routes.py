@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import AsyncGenerator
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Controller, get, post
 from litestar.params import Parameter
-from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.response import ServerSentEvent
 from litestar.status_codes import HTTP_200_OK
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.accounts.principal import Principal
 from app.container import Container
-from app.coordination import Event
 from app.memories.scopes import viewer
 from app.sessions.schemas import ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
+from app.sessions.sse import event_stream
 
 KEEPALIVE_SECONDS = 15
 AgentParam = Annotated[str, Parameter(description="The agent acting in the session")]
@@ -94,42 +91,4 @@ class SessionController(Controller):
         self, session: str, principal: Principal, container: Container, agent: str = "dashboard"
     ) -> ServerSentEvent:
         identity = viewer(principal.user_id, session, agent)
-        subscription = container.sessions.events(identity)
-        # Enter now so a bad session or an unreachable store fails the request instead of the stream.
-        events = await subscription.__aenter__()
-
-        async def stream() -> AsyncGenerator[ServerSentEventMessage, None]:
-            # A pump feeds a queue so that waiting with a timeout never cancels the subscription itself.
-            queue: asyncio.Queue[Event | None] = asyncio.Queue()
-
-            async def pump() -> None:
-                try:
-                    async for event in events:
-                        queue.put_nowait(event)
-                finally:
-                    queue.put_nowait(None)
-
-            pumping = asyncio.create_task(pump())
-            try:
-                yield ServerSentEventMessage(event="ready", data=json.dumps({"session": session}))
-                while True:
-                    try:
-                        event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                    except TimeoutError:
-                        # A comment line keeps proxies from closing an idle stream and reveals a departed client.
-                        yield ServerSentEventMessage(comment="keepalive")
-                        continue
-                    if event is None:
-                        return
-                    payload: dict[str, Any] = {
-                        "kind": event.kind,
-                        "agent": event.agent,
-                        "at": event.at.isoformat(),
-                        "data": event.data,
-                    }
-                    yield ServerSentEventMessage(event=event.kind, data=json.dumps(payload, default=str))
-            finally:
-                pumping.cancel()
-                await subscription.__aexit__(None, None, None)
-
-        return ServerSentEvent(stream())
+        return await event_stream(container.sessions.events(identity), session)

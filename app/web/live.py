@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
 from litestar import Request, Response, get
-from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage
+from litestar.response import Redirect, ServerSentEvent
 
 from app.accounts.models import User
 from app.container import Container
-from app.coordination import Change, Claim, Coordination, Event, Presence, SessionKey
+from app.coordination import Change, Claim, Coordination, Presence, SessionKey
 from app.db import utcnow
 from app.errors import AppError, NotFound
 from app.identity import Identity, validate_name
+from app.sessions.sse import event_stream
 from app.web.pages import render, render_html
 
 KEEPALIVE_SECONDS = 15
@@ -92,36 +90,10 @@ async def session_panel(
 async def session_events(session: str, user: User, container: Container) -> ServerSentEvent:
     """Live claim, release and change events of the session, authenticated by the session cookie."""
     identity = Identity(user.id, _session_name(session), WATCHER)
-    subscription = container.sessions.events(identity)
-    # Enter now so that an unreachable store fails the request (an error page) instead of the stream.
-    events = await subscription.__aenter__()
-
-    async def stream() -> AsyncGenerator[ServerSentEventMessage, None]:
-        # A pump feeds a queue so that waiting with a timeout never cancels the subscription itself.
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-
-        async def pump() -> None:
-            try:
-                async for event in events:
-                    queue.put_nowait(event)
-            finally:
-                queue.put_nowait(None)
-
-        pumping = asyncio.create_task(pump())
-        try:
-            yield ServerSentEventMessage(event="ready", data=json.dumps({"session": identity.session}))
-            while True:
-                try:
-                    event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    yield ServerSentEventMessage(comment="keepalive")
-                    continue
-                if event is None:
-                    return
-                payload = {"kind": event.kind, "agent": event.agent, "at": event.at.isoformat()}
-                yield ServerSentEventMessage(event=event.kind, data=json.dumps(payload))
-        finally:
-            pumping.cancel()
-            await subscription.__aexit__(None, None, None)
-
-    return ServerSentEvent(stream(), headers={"Cache-Control": "no-store"})
+    # The page only needs to know that something happened; it re-reads the panel.
+    return await event_stream(
+        container.sessions.events(identity),
+        identity.session or "",
+        payload=lambda event: {"kind": event.kind, "agent": event.agent, "at": event.at.isoformat()},
+        headers={"Cache-Control": "no-store"},
+    )
