@@ -147,7 +147,9 @@ class MemoryEngine:
             vector_store=VectorStoreConfig.model_construct(provider=provider, config=store_config),
             llm=llm,
             # mem0's own history and message log; Engram keeps the real history in its database.
-            history_db_path=str(data_dir / "mem0-history.db"),
+            # In memory: mem0's history is a second, unbounded copy of ours, and writing it costs a disk sync per add.
+            # (It also feeds recent messages to infer, which then only sees this process's.)
+            history_db_path=":memory:",
             reranker=None,
             version="v1.1",
             custom_instructions=None,
@@ -335,7 +337,13 @@ class MemoryEngine:
             if not isinstance(key, str) or not key or "." in key:
                 raise ValidationFailed(f"invalid metadata filter key {key!r}")
             filters[f"meta.{key}"] = value
-        result = self._memory.search(query, top_k=limit, filters=filters, threshold=threshold or 0.0)
+        from app.memories.vector_stores import SEARCH_LIMIT
+
+        token = SEARCH_LIMIT.set(limit)
+        try:
+            result = self._memory.search(query, top_k=limit, filters=filters, threshold=threshold or 0.0)
+        finally:
+            SEARCH_LIMIT.reset(token)
         return [_to_hit(r) for r in result["results"]]
 
     def _get(self, user_id: str, memory_id: str) -> IndexedMemory | None:

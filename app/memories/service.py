@@ -37,6 +37,7 @@ from app.memories.schemas import (
     Topic,
 )
 from app.memories.scopes import Scope, can_read, default_scope, readable_keys, viewer, visibility_key
+from app.observability.metrics import Metrics
 from app.quotas.service import Quotas
 
 log = logging.getLogger(__name__)
@@ -116,11 +117,19 @@ def resolve_identity(
 class MemoryService:
     """Memory operations on behalf of a principal. Created once; holds the database and the index."""
 
-    def __init__(self, db: Database, engine: MemoryEngine, limits: Limits, quotas: Quotas | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        engine: MemoryEngine,
+        limits: Limits,
+        quotas: Quotas | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.db = db
         self.engine = engine
         self.limits = limits
         self.quotas = quotas
+        self.metrics = metrics
 
     def _check_size(self, content: str) -> None:
         if len(content) > self.limits.max_memory_chars:
@@ -195,6 +204,8 @@ class MemoryService:
         except BaseException:
             await self._unindex(principal.user_id, indexed)
             raise
+        if self.metrics is not None:
+            self.metrics.memories_added.inc(len(records))
         return [CreatedMemory(**to_out(r).model_dump(), event="ADD") for r in records]
 
     async def _unindex(self, user_id: str, ids: Sequence[str]) -> None:
@@ -392,6 +403,8 @@ class MemoryService:
             except BaseException:
                 await self._reindex_quietly(removed)
                 raise
+        if self.metrics is not None:
+            self.metrics.memories_deleted.inc(len(records))
         return [r.id for r in records]
 
     async def _reindex_quietly(self, records: Sequence[MemoryRecord]) -> None:

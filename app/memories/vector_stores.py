@@ -18,6 +18,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -33,6 +34,17 @@ log = logging.getLogger(__name__)
 
 Scalar = str | int | float | bool
 T = TypeVar("T")
+
+# How many hits the caller of a search wants. mem0 over-fetches (max(4 x limit, 60)) to fuse BM25 and entity scores,
+# which these stores do not provide, so anything past the caller's limit would only cost payload reads. The engine
+# sets it around each search; the stores honour it (same thread: mem0 calls the store synchronously).
+SEARCH_LIMIT: ContextVar[int | None] = ContextVar("engram_search_limit", default=None)
+
+
+def wanted(top_k: int) -> int:
+    hint = SEARCH_LIMIT.get()
+    return min(top_k, hint) if hint else top_k
+
 
 # Payload fields every read filters on; user_id is the tenant.
 TENANT_FIELD = "user_id"
@@ -279,7 +291,7 @@ class EdgeVectorStore(VectorStoreBase):
         self, query: str, vectors: Sequence[float], top_k: int = 5, filters: Mapping[str, Any] | None = None
     ) -> list[StoredPoint]:
         request = qe.QueryRequest(
-            limit=top_k,
+            limit=wanted(top_k),
             query=qe.Query.Nearest(list(vectors)),
             filter=to_edge_filter(parse_filters(filters)),
             with_payload=True,
@@ -537,7 +549,13 @@ class ServerQdrantStore(Qdrant):
         return to_client_filter(parse_filters(filters))
 
     insert = _locked(Qdrant.insert)
-    search = _locked(Qdrant.search)
+    _locked_search = _locked(Qdrant.search)
+
+    def search(
+        self, query: str, vectors: list[float], top_k: int = 5, filters: dict[str, Any] | None = None
+    ) -> list[Any]:
+        return builtins.list(self._locked_search(query, vectors, wanted(top_k), filters))
+
     search_batch = _locked(Qdrant.search_batch)
     update = _locked(Qdrant.update)
     list_cols = _locked(Qdrant.list_cols)
