@@ -19,7 +19,9 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from app.main import create_app
+    from app.observability.logs import configure_logging
 
+    configure_logging(settings.log_format, settings.log_level)
     host = args.host or settings.host
     port = args.port or settings.port
     if args.host or args.port:
@@ -29,6 +31,9 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         host=host,
         port=port,
         log_level=settings.log_level,
+        # Our handler formats uvicorn's error log too; the access log is ours (app.observability.middleware).
+        log_config=None,
+        access_log=False,
         timeout_graceful_shutdown=5,
         proxy_headers=True,
     )

@@ -13,6 +13,8 @@ from app.coordination import Coordination
 from app.db import Database
 from app.memories.engine import MemoryEngine
 from app.memories.service import MemoryService
+from app.observability.metrics import Metrics
+from app.observability.request_id import note_user
 from app.quotas.service import Quotas
 from app.sessions.service import SessionService
 from app.settings import Settings
@@ -28,6 +30,7 @@ class Container:
     coordination: Coordination
     sessions: SessionService
     quotas: Quotas
+    metrics: Metrics = field(default_factory=Metrics)
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -46,5 +49,6 @@ async def provide_principal(request: Request[Any, Any, Any]) -> Principal:
     # OAuth tokens are bound to a resource; every REST route is the one resource {base}/v1.
     api = container.settings.resolved_public_base_url + "/v1"
     principal = await container.authenticator.authenticate(request.headers, resource=api)
+    note_user(principal.user_id)
     await container.quotas.check_request(principal)
     return principal

@@ -24,12 +24,16 @@ from app.db import Database
 from app.health import healthz, readyz
 from app.http_errors import EXCEPTION_HANDLERS
 from app.mcp import McpEndpoint
+from app.mcp.endpoint import MOUNT as MCP_MOUNT
 from app.memories.embedder import Embedder, OnnxMiniLMEmbedder
 from app.memories.engine import MemoryEngine
 from app.memories.routes import MemoryController
 from app.memories.service import Limits, MemoryService
 from app.oauth.routes import oauth_lifespan, oauth_router
 from app.oauth.verifier import OAuthTokenVerifier
+from app.observability.metrics import Metrics
+from app.observability.middleware import install as install_observability
+from app.observability.routes import metrics as metrics_route
 from app.quotas.limiter import create_limiter
 from app.quotas.plans import parse_plans
 from app.quotas.service import Quotas
@@ -43,7 +47,10 @@ from app.web.session import send_pending_cookies
 log = logging.getLogger(__name__)
 
 
-async def build_container(settings: Settings, embedder: Embedder | None = None) -> Container:
+async def build_container(
+    settings: Settings, embedder: Embedder | None = None, metrics: Metrics | None = None
+) -> Container:
+    metrics = metrics or Metrics()
     data_dir = settings.ensure_data_dir()
     os.environ.setdefault("MEM0_DIR", str((data_dir / "mem0").resolve()))
     if embedder is None:
@@ -74,13 +81,14 @@ async def build_container(settings: Settings, embedder: Embedder | None = None) 
         settings=settings,
         db=db,
         engine=engine,
-        memories=MemoryService(db, engine, limits, quotas),
+        memories=MemoryService(db, engine, limits, quotas, metrics),
         authenticator=Authenticator(
             db, settings.resolved_secret_key(), oauth=OAuthTokenVerifier(db, settings.resolved_public_base_url)
         ),
         coordination=coordination,
-        sessions=SessionService(coordination),
+        sessions=SessionService(coordination, metrics),
         quotas=quotas,
+        metrics=metrics,
     )
 
 
@@ -105,10 +113,12 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     """The Litestar app. Tests call this with explicit Settings; `engram serve` with the environment's."""
     settings = settings or get_settings()
     mcp = McpEndpoint(settings)
+    metrics = Metrics()
+    metrics.count_sessions_with(lambda: len(mcp.live))
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        container = await build_container(settings, embedder)
+        container = await build_container(settings, embedder, metrics)
         app.state.container = container
         repair = asyncio.create_task(_repair_index(container))
         try:
@@ -122,10 +132,11 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         "container": Provide(provide_container),
         "principal": Provide(provide_principal),
     }
-    return Litestar(
+    app = Litestar(
         route_handlers=[
             healthz,
             readyz,
+            metrics_route,
             MemoryController,
             SessionController,
             web_router,
@@ -146,5 +157,9 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             path="/docs",
             render_plugins=[SwaggerRenderPlugin()],
         ),
+        # Logging is the process's (app.observability.logs, set up by `engram serve`), not each app's.
+        logging_config=None,
         debug=False,
     )
+    install_observability(app, metrics, {MCP_MOUNT: MCP_MOUNT + "/{client_name}/{user_id}"})
+    return app

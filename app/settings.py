@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     )
     default_plan: str = "free"
     log_format: str = "json"
+    # Set: GET /metrics requires `Authorization: Bearer <metrics_token>`.
+    metrics_token: str | None = None
 
     # ONNX Runtime spins its intra-op threads; one keeps a core free for the event loop.
     embed_threads: int = 1

@@ -27,6 +27,7 @@ from app.mcp.caller import SCOPE_KEY, Caller
 from app.mcp.live import LiveSessions, Owner
 from app.mcp.server import SESSION_ID_HEADER, build_server
 from app.oauth.resources import mcp_resource
+from app.observability.request_id import note_user
 from app.settings import Settings
 
 MOUNT = "/mcp/v2"
@@ -145,6 +146,7 @@ class McpEndpoint:
         # OAuth tokens are bound to this exact URL; a 401 names its RFC 9728 metadata (WWW-Authenticate).
         resource = mcp_resource(self.settings.resolved_public_base_url, client_name, raw_user_id)
         principal = await container.authenticator.authenticate(headers, resource=resource)
+        note_user(principal.user_id)
         _check_owner(principal, identity)
         await container.quotas.check_request(principal)
         return Caller(principal=principal, identity=identity, client_name=client_name, container=container)

@@ -81,6 +81,9 @@ class LiveSessions:
                 self._tasks = None
                 tasks.cancel_scope.cancel()
 
+    def __len__(self) -> int:
+        return len(self._sessions)
+
     def bind(self, session_id: str, owner: Owner, identity: Identity) -> None:
         self._sessions[session_id] = _Live(owner, identity)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints
@@ -53,22 +54,30 @@ class Tool:
 
     async def call(self, caller: Caller, arguments: dict[str, Any] | None) -> types.CallToolResult:
         """Validate, run, and answer with text and structured content; caller mistakes become tool errors."""
+        started = time.perf_counter()
+        result, outcome = await self._call(caller, arguments)
+        metrics = caller.container.metrics
+        metrics.tool_calls.labels(self.name, outcome).inc()
+        metrics.tool_duration.labels(self.name).observe(time.perf_counter() - started)
+        return result
+
+    async def _call(self, caller: Caller, arguments: dict[str, Any] | None) -> tuple[types.CallToolResult, str]:
+        """The result and its outcome: ok, tool_error (the caller's to fix) or error (ours, e.g. a backend down)."""
         try:
             args = self.args.model_validate(arguments or {})
         except ValidationError as exc:
-            return tool_error(f"invalid arguments for {self.name}: {validation_message(exc)}", "invalid_arguments")
+            message = f"invalid arguments for {self.name}: {validation_message(exc)}"
+            return tool_error(message, "invalid_arguments"), "tool_error"
         try:
             result = await self.run(caller, args)
         except AppError as exc:
-            return tool_error(exc.message, exc.code)
+            return tool_error(exc.message, exc.code), "error" if exc.status_code >= 500 else "tool_error"
         except Exception:
             log.exception("tool %s failed", self.name)
-            return tool_error("internal error; it has been logged", "internal_error")
+            return tool_error("internal error; it has been logged", "internal_error"), "error"
         structured = result.model_dump(mode="json")
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
-            structured_content=structured,
-        )
+        text = types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))
+        return types.CallToolResult(content=[text], structured_content=structured), "ok"
 
 
 class Toolset:

@@ -11,6 +11,7 @@ from app.coordination import Coordination, Event, SessionKey
 from app.db import utcnow
 from app.errors import ValidationFailed
 from app.identity import Identity
+from app.observability.metrics import Metrics
 from app.sessions.schemas import (
     AgentOut,
     ChangeOut,
@@ -36,8 +37,9 @@ def session_key(identity: Identity) -> SessionKey:
 class SessionService:
     """Claims, changes, presence and live events for the agent an identity names."""
 
-    def __init__(self, coordination: Coordination) -> None:
+    def __init__(self, coordination: Coordination, metrics: Metrics | None = None) -> None:
         self.coordination = coordination
+        self.metrics = metrics
 
     async def _enter(self, identity: Identity) -> tuple[SessionKey, str]:
         key = session_key(identity)
@@ -59,6 +61,8 @@ class SessionService:
             raise ValidationFailed(f"duration_minutes must be from 1 to {MAX_CLAIM_MINUTES}", field="duration_minutes")
         key, agent = await self._enter(identity)
         result = await self.coordination.claim(key, agent, list(file_paths), operation, duration_minutes * 60)
+        if self.metrics is not None:
+            self.metrics.claims.labels("conflict" if result.conflicts else "granted").inc()
         return ClaimFilesResult(
             granted=not result.conflicts,
             claims=[ClaimOut.of(c) for c in result.granted],

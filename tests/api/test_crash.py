@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,7 +36,9 @@ def _env(data_dir: Path, port: int) -> dict[str, str]:
 
 
 def _start(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([ENGRAM, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # A file, not a pipe: the server logs every request to stderr and an unread pipe would fill up and block it.
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (it lives as long as the server process)
+    proc = subprocess.Popen([ENGRAM, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -44,7 +47,8 @@ def _start(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
         except httpx.HTTPError:
             pass
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            log.seek(0)
+            raise RuntimeError(f"server exited: {log.read().decode(errors='replace')[-4000:]}")
         time.sleep(0.1)
     proc.kill()
     raise RuntimeError("server did not come up")

@@ -90,9 +90,8 @@ def test_signup_key_install_command_mcp_and_dashboard_in_a_real_browser(
     key_shown = page.inner_text("#cmd-new-key").strip()
 
     page.click("button[data-copy='cmd-claude-code-key']")
-    page.wait_for_function(
-        "document.querySelector(\"button[data-copy='cmd-claude-code-key']\").textContent === 'Copied'"
-    )
+    # A selector, not wait_for_function: the page's CSP forbids the eval that a JavaScript predicate needs.
+    page.wait_for_selector("button[data-copy='cmd-claude-code-key']:text-is('Copied')")
     copied = page.evaluate("navigator.clipboard.readText()")
     match = COMMAND.match(copied)
     assert match, copied

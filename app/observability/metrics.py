@@ -1,0 +1,65 @@
+"""Every Prometheus metric Engram exports, in a registry of its own per app (several apps may share a process).
+
+Labels are bounded sets only: route templates (never raw paths), HTTP methods, status codes, tool names, outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+TOOL_OUTCOMES = ("ok", "tool_error", "error")
+CLAIM_OUTCOMES = ("granted", "conflict")
+
+
+class Metrics:
+    """The counters, histograms and gauges of one server; services receive it from the composition root."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self.http_requests = Counter(
+            "engram_http_requests",
+            "HTTP requests, by method, route template and status code.",
+            ["method", "path", "status"],
+            registry=registry,
+        )
+        self.http_duration = Histogram(
+            "engram_http_request_duration_seconds",
+            "Time from a request's arrival to the end of its response, by method and route template.",
+            ["method", "path"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.http_in_progress = Gauge(
+            "engram_http_requests_in_progress", "Requests being served, open streams included.", registry=registry
+        )
+        self.tool_calls = Counter(
+            "engram_mcp_tool_calls",
+            "MCP tool calls, by tool and outcome (ok, tool_error: the caller's mistake, error: ours).",
+            ["tool", "outcome"],
+            registry=registry,
+        )
+        self.tool_duration = Histogram(
+            "engram_mcp_tool_call_duration_seconds",
+            "Time spent running an MCP tool call, by tool.",
+            ["tool"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.mcp_sessions = Gauge("engram_mcp_sessions", "Open MCP sessions on this instance.", registry=registry)
+        self.claims = Counter(
+            "engram_claims", "File claim requests, by outcome (granted, conflict).", ["outcome"], registry=registry
+        )
+        self.memories_added = Counter("engram_memories_added", "Memories stored.", registry=registry)
+        self.memories_deleted = Counter("engram_memories_deleted", "Memories deleted.", registry=registry)
+
+    def count_sessions_with(self, open_sessions: Callable[[], int]) -> None:
+        """Read the MCP session gauge from ``open_sessions`` at every scrape."""
+        self.mcp_sessions.set_function(lambda: float(open_sessions()))
+
+    def render(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)
