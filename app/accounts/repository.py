@@ -10,6 +10,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.accounts.models import ApiKey, User
+from app.db import Database
 
 
 async def get_user(session: AsyncSession, user_id: str) -> User | None:
@@ -39,10 +40,10 @@ class KeyRow(NamedTuple):
     last_used_at: datetime | None
 
 
-async def key_row_by_lookup(conn: AsyncConnection, lookup: str) -> KeyRow | None:
+async def key_row_by_lookup(db: Database, lookup: str) -> KeyRow | None:
     """The columns authentication needs, by a Core query: this runs on every request, so no ORM unit of work."""
-    row = (await conn.execute(_KEY_BY_LOOKUP, {"lookup": lookup})).first()
-    return None if row is None else KeyRow(*row)
+    row = await db.first(_KEY_BY_LOOKUP, {"lookup": lookup})
+    return None if row is None else KeyRow._make(row)
 
 
 async def touch_key_on(conn: AsyncConnection, key_id: str, when: datetime) -> None:

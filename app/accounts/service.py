@@ -97,10 +97,7 @@ async def revoke_key(session: AsyncSession, key_id: str, *, user_id: str | None 
 async def authenticate_key(db: Database, secret: bytes, presented: str) -> Principal:
     """Check a presented API key; records when it was last used."""
     lookup = keys.parse_lookup(presented)
-    row = None
-    if lookup:
-        async with db.engine.connect() as conn:
-            row = await repository.key_row_by_lookup(conn, lookup)
+    row = await repository.key_row_by_lookup(db, lookup) if lookup else None
     # Hash even when the lookup failed so that both paths cost the same.
     stored = row.key_hash if row is not None else "0" * 64
     valid = keys.matches(secret, presented, stored)

@@ -33,8 +33,8 @@ class Quotas:
         now = time.monotonic()
         if cached and now - cached[0] < PLAN_CACHE_SECONDS:
             return cached[1]
-        async with self.db.engine.connect() as conn:
-            name = (await conn.execute(select(User.plan).where(User.id == user_id))).scalar_one_or_none()
+        row = await self.db.first(select(User.plan).where(User.id == user_id))
+        name = row[0] if row is not None else None
         plan = self.plans.get(name or self.default_plan, self.plans[self.default_plan])
         self._plan_cache[user_id] = (now, plan)
         return plan
