@@ -62,6 +62,8 @@ class Server:
             ENGRAM_REDIS_URL=redis_url,
             ENGRAM_SECRET_KEY="bench-coordination",
             ENGRAM_LOG_LEVEL="warning",
+            # The benchmark measures the path, not the plan: lift the rate limits.
+            ENGRAM_PLANS='{"free": {"requests_per_minute": 100000000, "max_memories": 100000000}}',
         )
         self.env.pop("ENGRAM_DATABASE_URL", None)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -73,7 +75,7 @@ class Server:
         self.cli("migrate")
         self.user_id = self.cli("users", "create", "bench@example.test")
         self.key = self.cli("keys", "create", self.user_id)
-        self.process = subprocess.Popen([ENGRAM, "serve"], env=self.env)
+        self.process = subprocess.Popen([ENGRAM, "serve"], env=self.env, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
         while True:
             try:
