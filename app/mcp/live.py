@@ -3,8 +3,9 @@
 Push: while an MCP session of a session agent is open, a task follows the session's coordination events and sends
 every other agent's claim, release and change to the client as a ``notifications/message`` log notification
 (logger ``engram.session``, level ``info``, the event in ``data``) on the session's standalone GET stream. The
-official SDK hands those to a client's ``logging_callback`` and ``message_handler``. A client without a GET stream
-gets nothing pushed and sees the same changes through ``session_sync_changes``.
+official SDK hands those to a client's ``logging_callback`` and ``message_handler``. Clients of the stateless
+2026-07-28 revision get the same events through ``subscriptions/listen`` (``app.mcp.listen``); a client with
+neither stream sees the same changes through ``session_sync_changes``.
 """
 
 from __future__ import annotations

@@ -9,9 +9,12 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from app.errors import AppError
 from app.mcp.caller import Caller, caller_from_request
+from app.mcp.listen import listen
 from app.mcp.live import LiveSessions
 from app.mcp.memory_tools import memory_tools
+from app.mcp.resources import list_resources, read_resource
 from app.mcp.session_tools import session_tools
 from app.mcp.tools import Tool, tool_error
 
@@ -45,6 +48,12 @@ def definitions(caller: Caller) -> list[types.Tool]:
     return out
 
 
+def input_schema(name: str) -> dict[str, Any] | None:
+    """For the SDK's check of 2026-07-28 ``Mcp-Param-*`` headers; without it the SDK lists every tool per call."""
+    tool = memory_tools.get(name) or session_tools.get(name)
+    return tool.input_schema if tool is not None else None
+
+
 def _session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
     headers = getattr(ctx.request, "headers", None)
     return headers.get(SESSION_ID_HEADER) if headers is not None else None
@@ -70,6 +79,19 @@ def build_server(live: LiveSessions) -> Server[Any]:
             )
         return await tool.call(caller, params.arguments)
 
+    async def list_session_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=list_resources(caller_from_request(ctx.request)))
+
+    async def read_session_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        try:
+            return await read_resource(caller_from_request(ctx.request), str(params.uri))
+        except AppError as exc:
+            raise MCPError(exc.jsonrpc_code, exc.message, {"code": exc.code}) from exc
+
     async def initialized(ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
         caller = caller_from_request(ctx.request)
         session_id = _session_id(ctx)
@@ -91,7 +113,16 @@ def build_server(live: LiveSessions) -> Server[Any]:
         return result
 
     server: Server[Any] = Server(
-        "engram", version="0.1.0", instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool
+        "engram",
+        version="0.1.0",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        get_tool_input_schema=input_schema,
+        on_list_resources=list_session_resources,
+        on_read_resource=read_session_resource,
+        # Push for 2026-07-28 clients, which have no GET stream: see app.mcp.listen.
+        on_subscriptions_listen=listen,
     )
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
     # Declares the logging capability: pushed session events travel as log notifications.

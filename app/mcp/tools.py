@@ -37,13 +37,16 @@ class Tool:
     run: ToolFn
     read_only: bool
     destructive: bool
+    # Built once: pydantic's schema generation costs milliseconds, and listings happen on every 2026-07-28 call.
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
 
     def definition(self, description: str | None = None) -> types.Tool:
         return types.Tool(
             name=self.name,
             description=description or self.description,
-            input_schema=self.args.model_json_schema(mode="validation"),
-            output_schema=self.result.model_json_schema(mode="serialization"),
+            input_schema=self.input_schema,
+            output_schema=self.output_schema,
             annotations=types.ToolAnnotations(
                 read_only_hint=self.read_only,
                 destructive_hint=self.destructive,
@@ -97,6 +100,8 @@ class Toolset:
                 run=fn,
                 read_only=read_only,
                 destructive=destructive,
+                input_schema=hints["args"].model_json_schema(mode="validation"),
+                output_schema=hints["return"].model_json_schema(mode="serialization"),
             )
             return fn
 

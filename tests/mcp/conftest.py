@@ -40,6 +40,14 @@ def session_id(user_id: str, session: str, agent: str) -> str:
     return f"{user_id}__session__{session}__{agent}"
 
 
+@pytest.fixture(params=["api", "redis_api"])
+def either_backend(request: pytest.FixtureRequest) -> RunningServer:
+    """The test runs twice: with in-process coordination, and with Redis. (A sync fixture, so the session-scoped
+    servers are built before the test's event loop runs.)"""
+    server: RunningServer = request.getfixturevalue(request.param)
+    return server
+
+
 def _redis_settings(tmp: Any, database_url: str, redis_url: str) -> Any:
     from tests.conftest import _settings
 
