@@ -54,6 +54,11 @@ class Settings(BaseSettings):
         }
     )
     default_plan: str = "free"
+    # Per client address, for the endpoints anyone can call: accounts and OAuth clients created per hour, and
+    # failed token requests per 5 minutes (a failed login counts separately: 5 per email, 20 per address).
+    signups_per_hour: int = Field(default=10, ge=1)
+    client_registrations_per_hour: int = Field(default=30, ge=1)
+    token_failures_per_5_minutes: int = Field(default=30, ge=1)
     log_format: str = "json"
     # Set: GET /metrics requires `Authorization: Bearer <metrics_token>`.
     metrics_token: str | None = None

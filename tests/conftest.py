@@ -103,6 +103,9 @@ def _settings(tmp: object, database_url: str, **overrides: object) -> object:
     data_dir = Path(str(tmp))
     # Shared test servers take thousands of requests a minute; tests/quotas pins the real limits with small plans.
     overrides.setdefault("secret_key", "test-secret-" + uuid.uuid4().hex)
+    # Most tests call from 127.0.0.1; tests/web/test_address_limits pins these limits on a server of its own.
+    for limit in ("signups_per_hour", "client_registrations_per_hour", "token_failures_per_5_minutes"):
+        overrides.setdefault(limit, 1_000_000)
     overrides.setdefault(
         "plans",
         {"free": {"requests_per_minute": 1_000_000, "key_requests_per_minute": 1_000_000, "max_memories": 10**7}},

@@ -20,6 +20,7 @@ from app.oauth import resources
 from app.oauth.adapter import Reply
 from app.oauth.adapter import Request as OAuthRequest
 from app.oauth.service import AUTHORIZE_PARAMS, Consent, OAuthService
+from app.web.address_limits import registration_guard, token_guard
 from app.web.errors import error_page
 from app.web.pages import PAGE_HEADERS, form_data, render
 from app.web.session import current_user, login_redirect, verify_csrf
@@ -87,6 +88,8 @@ async def mcp_resource_metadata(request: Request[Any, Any, Any], container: Cont
 
 @post("/oauth/register")
 async def register(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    guard = registration_guard(container.settings)
+    await guard.check(request, container)
     try:
         body = json.loads(await request.body() or b"null")
     except ValueError:
@@ -97,7 +100,10 @@ async def register(request: Request[Any, Any, Any], container: Container) -> Res
         registrant = await container.authenticator.authenticate(
             request.headers, resource=resources.api_resource(container.settings.resolved_public_base_url)
         )
-    return _reply(await oauth_service(container).register(request.headers, body, registrant))
+    reply = await oauth_service(container).register(request.headers, body, registrant)
+    if reply.status < 400:
+        await guard.count(request, container)
+    return _reply(reply)
 
 
 def _consent_page(request: Request[Any, Any, Any], user: Any, consent: Consent) -> Response[Any]:
@@ -153,8 +159,13 @@ async def _form_request(
 
 @post("/oauth/token")
 async def token(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    guard = token_guard(container.settings)
+    await guard.check(request, container)
     service, oauth_request = await _form_request(request, container, "/oauth/token")
-    return _reply(await service.token(oauth_request))
+    reply = await service.token(oauth_request)
+    if reply.status >= 400:
+        await guard.count(request, container)
+    return _reply(reply)
 
 
 @post("/oauth/revoke")

@@ -16,7 +16,7 @@ from litestar.types import PathType
 
 from app.accounts.models import User
 from app.container import Container
-from app.web import dashboard, live, memories, routes
+from app.web import address_limits, dashboard, live, memories, routes
 from app.web.errors import WEB_EXCEPTION_HANDLERS, LoginRequired
 from app.web.ratelimit import create_rate_limiter
 from app.web.session import current_user
@@ -67,10 +67,11 @@ template_config = TemplateConfig(directory=TEMPLATE_DIRS, engine=JinjaTemplateEn
 
 @asynccontextmanager
 async def web_lifespan(app: Litestar) -> AsyncIterator[None]:
-    """The login rate limiter, in Redis when one is configured. Runs after the container exists."""
+    """The address rate limiter (logins, sign-ups, OAuth registration and token failures), in Redis when one is
+    configured. Runs after the container exists."""
     container: Container = app.state.container
-    limiter = create_rate_limiter(container.settings.redis_url, namespace="engram:login")
-    container.extras[routes.LIMITER] = limiter
+    limiter = create_rate_limiter(container.settings.redis_url, namespace="engram:limits")
+    container.extras[address_limits.LIMITER] = limiter
     try:
         yield
     finally:

@@ -8,22 +8,17 @@ from litestar import Request, Response, get, post
 from litestar.response import Redirect
 
 from app.container import Container, container_of
-from app.errors import AppError, ValidationFailed
+from app.errors import AppError, RateLimited, ValidationFailed
 from app.web import service
+from app.web.address_limits import client_address, limiter_of, signup_guard
 from app.web.pages import form_data, render
-from app.web.ratelimit import Limit, RateLimiter
+from app.web.ratelimit import Limit
 from app.web.session import SESSION_COOKIE, SESSION_TTL, current_user, make_cookie, verify_csrf
 
-LIMITER = "web_login_limiter"
 # Per email: slows guessing one account's password. Per address: slows trying one password on many accounts.
 EMAIL_LIMIT = Limit(attempts=5, window_seconds=300)
 IP_LIMIT = Limit(attempts=20, window_seconds=300)
 WRONG_LOGIN = "the email or the password is wrong"
-
-
-def login_limiter(container: Container) -> RateLimiter:
-    limiter: RateLimiter = container.extras[LIMITER]
-    return limiter
 
 
 def safe_next(value: str | None) -> str:
@@ -37,11 +32,6 @@ def safe_next(value: str | None) -> str:
     ):
         return value
     return "/dashboard"
-
-
-def client_address(request: Request[Any, Any, Any]) -> str:
-    # uvicorn already replaced the peer with X-Forwarded-For when the peer is a trusted proxy.
-    return request.client.host if request.client else "unknown"
 
 
 def _field_errors(exc: AppError) -> dict[str, str]:
@@ -73,13 +63,24 @@ async def signup(request: Request[Any, Any, Any], container: Container) -> Respo
     await verify_csrf(request, data.get("_csrf"))
     email = data.get("email", "").strip()[:400]
     password = data.get("password", "")
+    guard = signup_guard(container.settings)
     try:
+        # Every attempt counts, failed ones too: "this email is taken" must not be askable at will.
+        await guard.check(request, container)
+        await guard.count(request, container)
         async with container.db.session() as session:
             user = await service.signup(session, email, password)
             opened = await service.open_session(session, user.id)
     except AppError as exc:
-        status = 422 if isinstance(exc, ValidationFailed) else 400
-        return render(request, "signup.html", status_code=status, errors=_field_errors(exc), values={"email": email})
+        status = 422 if isinstance(exc, ValidationFailed) else 429 if isinstance(exc, RateLimited) else 400
+        return render(
+            request,
+            "signup.html",
+            status_code=status,
+            errors=_field_errors(exc),
+            values={"email": email},
+            headers=exc.headers,
+        )
     return Redirect("/dashboard", status_code=303, cookies=[_session_cookie(request, opened.token)])
 
 
@@ -99,7 +100,7 @@ async def login(request: Request[Any, Any, Any], container: Container) -> Respon
     password = data.get("password", "")
     target = safe_next(data.get("next"))
     values = {"email": email, "next": target}
-    limiter = login_limiter(container)
+    limiter = limiter_of(container)
     keys = ((f"login:ip:{client_address(request)}", IP_LIMIT), (f"login:email:{email.lower()}", EMAIL_LIMIT))
     for key, limit in keys:
         wait = await limiter.retry_after(key, limit)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html as html_lib
 import itertools
+import random
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,7 +17,8 @@ import pytest
 from tests.harness import RunningServer
 
 PASSWORD = "correct horse battery staple"
-_addresses = itertools.count(1)
+# A random start: limits counted in Redis outlive a test run, and the next run must not inherit them.
+_addresses = itertools.count(random.randrange(1, 1 << 23))
 _CSRF = re.compile(r'name="_csrf" value="([^"]*)"')
 
 
