@@ -22,6 +22,7 @@ from app.container import Container, provide_container, provide_principal
 from app.coordination import create_coordination
 from app.db import Database
 from app.health import healthz, readyz
+from app.housekeeping import sweep_forever
 from app.http_errors import EXCEPTION_HANDLERS
 from app.mcp import McpEndpoint
 from app.mcp.endpoint import MOUNT as MCP_MOUNT
@@ -121,11 +122,13 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         container = await build_container(settings, embedder, metrics)
         app.state.container = container
         repair = asyncio.create_task(_repair_index(container))
+        sweep = asyncio.create_task(sweep_forever(container.db))
         try:
             async with mcp.running():
                 yield
         finally:
             repair.cancel()
+            sweep.cancel()
             await close_container(container)
 
     dependencies: dict[str, Any] = {

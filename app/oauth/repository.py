@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import CursorResult, bindparam, select, update
+from sqlalchemy import CursorResult, bindparam, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Session
 
@@ -96,3 +96,17 @@ async def access_row(conn: AsyncConnection, access_hash: str) -> AccessRow | Non
     """What checking an access token needs, by a Core query: this runs on every request."""
     row = (await conn.execute(_TOKEN_BY_ACCESS, {"access_hash": access_hash})).first()
     return None if row is None else AccessRow(*row)
+
+
+async def purge_expired(conn: AsyncConnection, before: datetime) -> int:
+    """Delete codes that expired before ``before``, and tokens whose access and refresh tokens both did.
+
+    A used refresh token that has not expired stays: presenting it again must still be caught as reuse."""
+    codes = await conn.execute(delete(OAuthCode).where(OAuthCode.expires_at < before))
+    tokens = await conn.execute(
+        delete(OAuthToken).where(
+            OAuthToken.access_expires_at < before,
+            or_(OAuthToken.refresh_expires_at.is_(None), OAuthToken.refresh_expires_at < before),
+        )
+    )
+    return int(codes.rowcount or 0) + int(tokens.rowcount or 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import delete, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.accounts.models import User
 from app.web.models import WebSession
@@ -28,3 +28,9 @@ async def delete_session(session: AsyncSession, session_id: str) -> None:
 
 async def delete_expired(session: AsyncSession, user_id: str, now: datetime) -> None:
     await session.execute(delete(WebSession).where(WebSession.user_id == user_id, WebSession.expires_at <= now))
+
+
+async def purge_expired(conn: AsyncConnection, before: datetime) -> int:
+    """Delete every user's sessions that expired before ``before``."""
+    result = await conn.execute(delete(WebSession).where(WebSession.expires_at < before))
+    return int(result.rowcount or 0)
