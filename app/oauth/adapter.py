@@ -9,6 +9,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc6749 import JsonRequest, OAuth2Error, OAuth2Payload, OAuth2Request
 from sqlalchemy.orm import Session
 
@@ -112,3 +113,12 @@ class Reply:
     @property
     def location(self) -> str | None:
         return next((v for k, v in self.headers if k.lower() == "location"), None)
+
+    def with_issuer(self, issuer: str) -> Reply:
+        """RFC 9207: an authorization response (a redirect to the client, an error too) names its issuer, so a
+        client talking to several servers can tell which one answered (mix-up attacks)."""
+        location = self.location
+        if location is None:
+            return self
+        headers = [(k, v) for k, v in self.headers if k.lower() != "location"]
+        return Reply(self.status, self.body, [*headers, ("Location", add_params_to_uri(location, {"iss": issuer}))])

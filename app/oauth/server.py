@@ -73,6 +73,7 @@ class EngramAuthorizationServer(AuthorizationServer):
             "revocation_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
             "introspection_endpoint_auth_methods_supported": list(clients.SECRET_METHODS),
             "code_challenge_methods_supported": ["S256"],
+            "authorization_response_iss_parameter_supported": True,
             "client_id_metadata_document_supported": True,
             "service_documentation": f"{base}/docs",
         }

@@ -145,7 +145,7 @@ class OAuthService:
         async with self.db.session() as session:
             redirect = await self.server.run(session, validate)
         if redirect is not None:
-            return redirect
+            return redirect.with_issuer(self.base)
         assert request.resource is not None and request.client is not None
         resource = request.resource
         if resource.user_id is None:
@@ -185,7 +185,8 @@ class OAuthService:
             return result
 
         async with self.db.session() as session:
-            return await self.server.run(session, respond)
+            reply = await self.server.run(session, respond)
+        return reply.with_issuer(self.base)
 
     async def token(self, request: Request) -> Reply:
         """The token endpoint: authorization_code, refresh_token and client_credentials."""

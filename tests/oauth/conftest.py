@@ -90,6 +90,7 @@ def redirect_query(response: httpx.Response) -> dict[str, str]:
 def get_code(browser: Browser, client_id: str, pkce: Pkce, resource: str) -> str:
     query = redirect_query(approve(browser, authorize_params(client_id, pkce, resource)))
     assert query.get("state") == "st-1", query
+    assert query.get("iss") == browser.server.base_url, query  # RFC 9207
     return query["code"]
 
 

@@ -69,6 +69,7 @@ def test_pkce_is_required_and_only_s256(api: RunningServer, user: Browser) -> No
         "error": "invalid_request",
         "error_description": "PKCE is required: send code_challenge with code_challenge_method=S256",
         "state": "st-1",
+        "iss": api.base_url,
     }
     pkce = new_pkce()
     plain = authorize_params(
@@ -132,12 +133,14 @@ def test_deny_sends_access_denied_back_to_the_client(api: RunningServer, user: B
     denied = approve(user, authorize_params(client["client_id"], new_pkce(), None), decision="deny")
     query = redirect_query(denied)
     assert query["error"] == "access_denied" and query["state"] == "st-1" and "code" not in query
+    assert query["iss"] == api.base_url  # RFC 9207: error responses name the issuer too
 
 
 def test_a_resource_of_another_user_cannot_be_requested(api: RunningServer, user: Browser) -> None:
     client = register(api)
     params = authorize_params(client["client_id"], new_pkce(), mcp_resource(api, "u_someoneelse"))
-    assert redirect_query(user.get("/oauth/authorize", params=params))["error"] == "invalid_target"
+    refused = redirect_query(user.get("/oauth/authorize", params=params))
+    assert refused["error"] == "invalid_target" and refused["iss"] == api.base_url
     elsewhere = authorize_params(client["client_id"], new_pkce(), "https://other.example/v1")
     assert redirect_query(user.get("/oauth/authorize", params=elsewhere))["error"] == "invalid_target"
 

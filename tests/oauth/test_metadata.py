@@ -24,6 +24,7 @@ def test_authorization_server_metadata_names_every_endpoint_and_only_s256(api: R
     assert metadata["code_challenge_methods_supported"] == ["S256"]
     assert metadata["scopes_supported"] == ["memories:read", "memories:write"]
     assert metadata["client_id_metadata_document_supported"] is True
+    assert metadata["authorization_response_iss_parameter_supported"] is True
 
 
 def test_protected_resource_metadata_for_an_mcp_url_and_the_api_root(api: RunningServer) -> None:

@@ -55,7 +55,7 @@ async def test_sdk_registers_authorizes_exchanges_and_calls_a_tool(
 
     async def callback_handler() -> AuthorizationCodeResult:
         query = redirect_query_from(redirected[-1])
-        return AuthorizationCodeResult(code=query["code"], state=query.get("state"))
+        return AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
 
     metadata = OAuthClientMetadata(
         client_name="sdk test",
