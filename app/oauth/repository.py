@@ -13,6 +13,7 @@ from sqlalchemy import CursorResult, bindparam, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Session
 
+from app.db import Database
 from app.oauth.models import OAuthClient, OAuthCode, OAuthToken
 
 
@@ -92,10 +93,10 @@ class AccessRow(NamedTuple):
     revoked_at: datetime | None
 
 
-async def access_row(conn: AsyncConnection, access_hash: str) -> AccessRow | None:
+async def access_row(db: Database, access_hash: str) -> AccessRow | None:
     """What checking an access token needs, by a Core query: this runs on every request."""
-    row = (await conn.execute(_TOKEN_BY_ACCESS, {"access_hash": access_hash})).first()
-    return None if row is None else AccessRow(*row)
+    row = await db.first(_TOKEN_BY_ACCESS, {"access_hash": access_hash})
+    return None if row is None else AccessRow._make(row)
 
 
 async def purge_expired(conn: AsyncConnection, before: datetime) -> int:

@@ -29,8 +29,7 @@ class OAuthTokenVerifier:
 
     async def verify(self, credential: str, resource: str | None) -> Principal:
         """The principal the token acts for on ``resource``; Unauthorized (401) otherwise."""
-        async with self.db.engine.connect() as conn:
-            row = await repository.access_row(conn, credentials.digest(credential))
+        row = await repository.access_row(self.db, credentials.digest(credential))
         if row is None:
             raise self._refuse(resource, "unknown access token")
         if row.revoked_at is not None:
