@@ -24,6 +24,7 @@ from app.container import Container
 from app.errors import AppError, Forbidden, NotFound
 from app.identity import Identity, parse_identity
 from app.mcp.caller import SCOPE_KEY, Caller
+from app.mcp.errors import error_object
 from app.mcp.live import LiveSessions, Owner
 from app.mcp.server import SESSION_ID_HEADER, build_server
 from app.oauth.resources import mcp_resource
@@ -74,11 +75,7 @@ def parse_route(scope: Scope) -> tuple[str, str]:
 
 
 async def send_error(send: Send, exc: AppError) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": exc.jsonrpc_code, "message": exc.message, "data": {"code": exc.code, **exc.extra}},
-    }
+    body = {"jsonrpc": "2.0", "id": None, "error": error_object(exc)}
     headers = [(b"content-type", b"application/json")]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in exc.headers.items()]
     start: HTTPResponseStartEvent = {"type": "http.response.start", "status": exc.status_code, "headers": headers}

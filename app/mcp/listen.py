@@ -22,6 +22,7 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
 from app.errors import AppError
 from app.mcp.caller import Caller, caller_from_request
+from app.mcp.errors import protocol_error
 from app.mcp.live import push_payload
 from app.mcp.resources import own_uris, uris_touched
 
@@ -85,5 +86,5 @@ async def listen(
     except AppError as exc:
         # Coordination went away (or never came): end the stream with an error; the client listens again later.
         log.warning("listen stream for %s ended: %s", caller.identity.format(), exc.message)
-        raise MCPError(exc.jsonrpc_code, exc.message, {"code": exc.code}) from exc
+        raise protocol_error(exc) from exc
     return types.SubscriptionsListenResult(_meta=meta)

@@ -11,6 +11,7 @@ from mcp.shared.exceptions import MCPError
 
 from app.errors import AppError
 from app.mcp.caller import Caller, caller_from_request
+from app.mcp.errors import protocol_error
 from app.mcp.listen import listen
 from app.mcp.live import LiveSessions
 from app.mcp.memory_tools import memory_tools
@@ -90,7 +91,7 @@ def build_server(live: LiveSessions) -> Server[Any]:
         try:
             return await read_resource(caller_from_request(ctx.request), str(params.uri))
         except AppError as exc:
-            raise MCPError(exc.jsonrpc_code, exc.message, {"code": exc.code}) from exc
+            raise protocol_error(exc) from exc
 
     async def initialized(ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
         caller = caller_from_request(ctx.request)
