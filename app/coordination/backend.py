@@ -14,6 +14,7 @@ class Coordination(Protocol):
     """Claims, change feed, presence and live events of the agents sharing a session.
 
     Claims conflict whatever their ``operation``: it is a label shown to other agents, not a lock mode.
+    An agent that claims, releases or broadcasts is present from then on, as if it had called ``touch``.
     Bad input raises ``ValidationFailed``; an unreachable store raises ``CoordinationUnavailable``.
     """
 

@@ -112,6 +112,7 @@ class MemoryCoordination:
         operation = rules.check_operation(operation)
         ttl = rules.ttl_millis(ttl_seconds, ttl_ms)
         now = self._clock()
+        self._seen(state, agent, now)
         conflicts = []
         for path in wanted:
             held = self._live(state, path, now)
@@ -135,6 +136,7 @@ class MemoryCoordination:
         rules.check_agent(agent)
         wanted = rules.normalise_paths(paths)
         now = self._clock()
+        self._seen(state, agent, now)
         released: list[str] = []
         not_held: list[ClaimConflict | str] = []
         for path in wanted:
@@ -168,6 +170,7 @@ class MemoryCoordination:
         files = rules.normalise_paths(paths, allow_empty=True)
         summary = rules.check_summary(summary)
         now = self._clock()
+        self._seen(state, agent, now)
         last_ms, last_seq = state.last_position
         # Same rule as Redis stream ids: never go backwards, even if the clock does.
         position = (now, 0) if now > last_ms else (last_ms, last_seq + 1)
@@ -217,7 +220,9 @@ class MemoryCoordination:
         """Record ``agent`` as present now."""
         state = self._session(key)
         rules.check_agent(agent)
-        now = self._clock()
+        self._seen(state, agent, self._clock())
+
+    def _seen(self, state: _Session, agent: str, now: int) -> None:
         state.seen[agent] = now
         cutoff = now - self._presence_ttl_ms
         for name in [name for name, seen in state.seen.items() if seen <= cutoff]:

@@ -18,7 +18,7 @@ from typing import Any, cast
 from urllib.parse import quote
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
-from redis.asyncio.client import PubSub
+from redis.asyncio.client import Pipeline, PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -137,9 +137,15 @@ class RedisCoordination:
         wanted = rules.normalise_paths(paths)
         operation = rules.check_operation(operation)
         ttl = rules.ttl_millis(ttl_seconds, ttl_ms)
-        keys = [self._key(key, "claims"), self._key(key, "fences"), *(self._key(key, f"claim:{p}") for p in wanted)]
+        keys = [
+            self._key(key, "claims"),
+            self._key(key, "fences"),
+            self._key(key, "presence"),
+            *(self._key(key, f"claim:{p}") for p in wanted),
+        ]
+        args: list[str | int] = [agent, operation, ttl, self._retention_ms, self._presence_ttl_ms, *wanted]
         with _guard():
-            result = await self._claim_script(keys=keys, args=[agent, operation, ttl, self._retention_ms, *wanted])
+            result = await self._claim_script(keys=keys, args=args)
             if result[0] == 0:
                 conflicts = [
                     ClaimConflict(path, holder, op, ms_to_datetime(int(expires)))
@@ -158,11 +164,11 @@ class RedisCoordination:
         """Release what ``agent`` holds among ``paths``, atomically."""
         rules.check_agent(agent)
         wanted = rules.normalise_paths(paths)
-        keys = [self._key(key, "claims"), *(self._key(key, f"claim:{p}") for p in wanted)]
+        keys = [self._key(key, "claims"), self._key(key, "presence"), *(self._key(key, f"claim:{p}") for p in wanted)]
         released: list[str] = []
         not_held: list[ClaimConflict | str] = []
         with _guard():
-            result = await self._release_script(keys=keys, args=[agent, *wanted])
+            result = await self._release_script(keys=keys, args=[agent, self._presence_ttl_ms, *wanted])
             for path, entry in zip(wanted, result[1:], strict=True):
                 if entry[0] == 1:
                     released.append(path)
@@ -204,7 +210,8 @@ class RedisCoordination:
             pipe = self._client.pipeline(transaction=True)
             pipe.xadd(feed, fields, maxlen=rules.FEED_MAX_ENTRIES, approximate=True)  # type: ignore[arg-type]
             pipe.pexpire(feed, self._retention_ms)
-            entry_id, _ = await pipe.execute()
+            self._mark_present(pipe, key, agent)
+            entry_id, *_ = await pipe.execute()
             change = _change(entry_id, fields)
             await self._publish(key, change_event(change))
         return change
@@ -254,14 +261,17 @@ class RedisCoordination:
     async def touch(self, key: SessionKey, agent: str) -> None:
         """Record ``agent`` as present now."""
         rules.check_agent(agent)
-        presence = self._key(key, "presence")
-        now = now_ms()
         with _guard():
             pipe = self._client.pipeline(transaction=True)
-            pipe.zadd(presence, {agent: now})
-            pipe.zremrangebyscore(presence, "-inf", now - self._presence_ttl_ms)
-            pipe.pexpire(presence, max(self._presence_ttl_ms, 1))
+            self._mark_present(pipe, key, agent)
             await pipe.execute()
+
+    def _mark_present(self, pipe: Pipeline, key: SessionKey, agent: str) -> None:
+        presence = self._key(key, "presence")
+        now = now_ms()
+        pipe.zadd(presence, {agent: now})
+        pipe.zremrangebyscore(presence, "-inf", now - self._presence_ttl_ms)
+        pipe.pexpire(presence, max(self._presence_ttl_ms, 1))
 
     async def presence(self, key: SessionKey) -> list[Presence]:
         """Agents seen within the presence TTL, most recent first."""

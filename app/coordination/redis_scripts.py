@@ -5,20 +5,33 @@ Time comes from the Redis server (TIME), so instances with skewed clocks still a
 
 from __future__ import annotations
 
-# KEYS: claim index (zset path -> expiry ms), fencing counters (hash path -> n), then one claim hash per path.
-# ARGV: agent, operation, ttl ms, retention ms, then the paths in KEYS order.
+# Acting in a session marks the agent present, in the same round trip (PRESENT, with the presence zset and its TTL).
+PRESENT = """
+local function present(key, agent, now, ttl)
+  redis.call('ZADD', key, now, agent)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - ttl)
+  redis.call('PEXPIRE', key, math.max(ttl, 1))
+end
+"""
+
+# KEYS: claim index (zset path -> expiry ms), fencing counters (hash path -> n), presence (zset agent -> seen ms),
+# then one claim hash per path.
+# ARGV: agent, operation, ttl ms, retention ms, presence ttl ms, then the paths in KEYS order.
 # Returns {0, now, {path, holder, operation, expires_ms}...} on conflict, else {1, now, expires_ms, token...}.
-CLAIM = """
+CLAIM = (
+    PRESENT
+    + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local agent, operation = ARGV[1], ARGV[2]
 local ttl, retention = tonumber(ARGV[3]), tonumber(ARGV[4])
-local n = #KEYS - 2
+present(KEYS[3], agent, now, tonumber(ARGV[5]))
+local n = #KEYS - 3
 local result = {0, now}
 for i = 1, n do
-  local held = redis.call('HMGET', KEYS[i + 2], 'agent', 'op', 'exp')
+  local held = redis.call('HMGET', KEYS[i + 3], 'agent', 'op', 'exp')
   if held[1] and held[1] ~= agent then
-    table.insert(result, {ARGV[i + 4], held[1], held[2], tonumber(held[3])})
+    table.insert(result, {ARGV[i + 5], held[1], held[2], tonumber(held[3])})
   end
 end
 if #result > 2 then
@@ -27,10 +40,10 @@ end
 local expires = now + ttl
 result = {1, now, expires}
 for i = 1, n do
-  local path = ARGV[i + 4]
+  local path = ARGV[i + 5]
   local token = redis.call('HINCRBY', KEYS[2], path, 1)
-  redis.call('HSET', KEYS[i + 2], 'agent', agent, 'op', operation, 'token', token, 'exp', expires)
-  redis.call('PEXPIREAT', KEYS[i + 2], expires)
+  redis.call('HSET', KEYS[i + 3], 'agent', agent, 'op', operation, 'token', token, 'exp', expires)
+  redis.call('PEXPIREAT', KEYS[i + 3], expires)
   redis.call('ZADD', KEYS[1], expires, path)
   table.insert(result, token)
 end
@@ -39,16 +52,20 @@ redis.call('PEXPIRE', KEYS[1], retention)
 redis.call('PEXPIRE', KEYS[2], retention)
 return result
 """
+)
 
-# KEYS: claim index, then one claim hash per path. ARGV: agent, then the paths in KEYS order.
-# Returns {now, entry...}, one entry per path: {1} released, {0} nobody holds it,
+# KEYS: claim index, presence, then one claim hash per path. ARGV: agent, presence ttl ms, then the paths in KEYS
+# order. Returns {now, entry...}, one entry per path: {1} released, {0} nobody holds it,
 # {2, holder, operation, expires_ms} someone else holds it.
-RELEASE = """
+RELEASE = (
+    PRESENT
+    + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local agent = ARGV[1]
+present(KEYS[2], agent, now, tonumber(ARGV[2]))
 local result = {now}
-for i = 2, #KEYS do
+for i = 3, #KEYS do
   local held = redis.call('HMGET', KEYS[i], 'agent', 'op', 'exp')
   if not held[1] then
     table.insert(result, {0})
@@ -62,3 +79,4 @@ for i = 2, #KEYS do
 end
 return result
 """
+)

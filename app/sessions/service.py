@@ -41,10 +41,12 @@ class SessionService:
         self.coordination = coordination
         self.metrics = metrics
 
-    async def _enter(self, identity: Identity) -> tuple[SessionKey, str]:
+    async def _enter(self, identity: Identity, *, touch: bool = True) -> tuple[SessionKey, str]:
+        """The session key and agent of ``identity``, marking the agent present unless the operation does so itself."""
         key = session_key(identity)
         assert identity.agent is not None
-        await self.coordination.touch(key, identity.agent)
+        if touch:
+            await self.coordination.touch(key, identity.agent)
         return key, identity.agent
 
     async def claim_files(
@@ -59,7 +61,7 @@ class SessionService:
         principal.require_write()
         if not 1 <= duration_minutes <= MAX_CLAIM_MINUTES:
             raise ValidationFailed(f"duration_minutes must be from 1 to {MAX_CLAIM_MINUTES}", field="duration_minutes")
-        key, agent = await self._enter(identity)
+        key, agent = await self._enter(identity, touch=False)  # the operation marks the agent present
         result = await self.coordination.claim(key, agent, list(file_paths), operation, duration_minutes * 60)
         if self.metrics is not None:
             self.metrics.claims.labels("conflict" if result.conflicts else "granted").inc()
@@ -74,7 +76,7 @@ class SessionService:
     ) -> ReleaseFilesResult:
         """Release the files this agent holds; only the holder can release a claim."""
         principal.require_write()
-        key, agent = await self._enter(identity)
+        key, agent = await self._enter(identity, touch=False)  # the operation marks the agent present
         result = await self.coordination.release(key, agent, list(file_paths))
         return ReleaseFilesResult(
             released=result.released,
@@ -86,7 +88,7 @@ class SessionService:
     ) -> ChangeOut:
         """Append a change to the session's feed; the other agents see it by sync and by push."""
         principal.require_write()
-        key, agent = await self._enter(identity)
+        key, agent = await self._enter(identity, touch=False)  # the operation marks the agent present
         return ChangeOut.of(await self.coordination.broadcast(key, agent, list(file_paths), changes_summary))
 
     async def sync_changes(

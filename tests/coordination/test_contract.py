@@ -232,6 +232,14 @@ async def test_presence_lists_agents_most_recent_first(coord: Coordination, key:
     assert [p.agent for p in await coord.presence(key)] == ["alice", "bob"]
 
 
+async def test_claiming_releasing_and_broadcasting_mark_the_agent_present(coord: Coordination, key: SessionKey) -> None:
+    await coord.claim(key, "alice", ["a.py"])
+    await coord.claim(key, "bob", ["a.py"])  # refused, but bob showed up
+    await coord.release(key, "carol", ["b.py"])  # nothing to release, but carol showed up
+    await coord.broadcast(key, "dave", [], "hello")
+    assert {p.agent for p in await coord.presence(key)} == {"alice", "bob", "carol", "dave"}
+
+
 async def test_presence_expires(make_backend: MakeBackend, key: SessionKey) -> None:
     coord = await make_backend(presence_ttl_seconds=0.05)
     await coord.touch(key, "alice")
@@ -302,9 +310,9 @@ async def test_sessions_and_tenants_are_isolated(coord: Coordination, first: Ses
     await coord.broadcast(first, "alice", [], "first only")
     assert [c.summary for c in (await coord.changes(first)).changes] == ["first only"]
     assert (await coord.changes(second)).changes == []
-    await coord.touch(first, "alice")
-    assert [p.agent for p in await coord.presence(first)] == ["alice"]
-    assert await coord.presence(second) == []
+    await coord.touch(first, "zoe")
+    assert {p.agent for p in await coord.presence(first)} == {"alice", "zoe"}
+    assert {p.agent for p in await coord.presence(second)} == {"alice", "bob"}  # alice tried to release there
 
 
 # --- validation -----------------------------------------------------------------------------------------------------
