@@ -3,7 +3,8 @@
 Key layout (``{tag}`` is ``{user_id:session}``, percent-encoded, so one session's keys share a cluster slot):
 ``claim:PATH`` hash per held file (expires with the claim), ``claims`` zset index of held paths,
 ``fences`` hash of per-file fencing counters, ``feed`` stream of changes, ``presence`` zset agent -> last-seen ms,
-and the pub/sub channel ``events``.
+``request:ID`` the result of one write call, kept briefly so that a retried call is not applied twice, and the pub/sub
+channel ``events``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import datetime
@@ -18,7 +20,7 @@ from typing import Any, cast
 from urllib.parse import quote
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
-from redis.asyncio.client import Pipeline, PubSub
+from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -109,11 +111,16 @@ class RedisCoordination:
         )
         self._claim_script = self._client.register_script(redis_scripts.CLAIM)
         self._release_script = self._client.register_script(redis_scripts.RELEASE)
+        self._broadcast_script = self._client.register_script(redis_scripts.BROADCAST)
 
     def _key(self, key: SessionKey, suffix: str) -> str:
         rules.check_key(key)
         tag = f"{quote(key.user_id, safe='')}:{quote(key.session, safe='')}"
         return f"{self._prefix}{{{tag}}}:{suffix}"
+
+    def _request_key(self, key: SessionKey) -> str:
+        # Unique per call, reused by the client's retries of it: see redis_scripts.
+        return self._key(key, f"request:{uuid.uuid4().hex}")
 
     async def _publish(self, key: SessionKey, event: Event) -> None:
         # Best effort: the claim or change is already stored, and failing the call now would hide that from the caller.
@@ -142,6 +149,7 @@ class RedisCoordination:
             self._key(key, "fences"),
             self._key(key, "presence"),
             *(self._key(key, f"claim:{p}") for p in wanted),
+            self._request_key(key),
         ]
         args: list[str | int] = [agent, operation, ttl, self._retention_ms, self._presence_ttl_ms, *wanted]
         with _guard():
@@ -164,7 +172,12 @@ class RedisCoordination:
         """Release what ``agent`` holds among ``paths``, atomically."""
         rules.check_agent(agent)
         wanted = rules.normalise_paths(paths)
-        keys = [self._key(key, "claims"), self._key(key, "presence"), *(self._key(key, f"claim:{p}") for p in wanted)]
+        keys = [
+            self._key(key, "claims"),
+            self._key(key, "presence"),
+            *(self._key(key, f"claim:{p}") for p in wanted),
+            self._request_key(key),
+        ]
         released: list[str] = []
         not_held: list[ClaimConflict | str] = []
         with _guard():
@@ -204,14 +217,18 @@ class RedisCoordination:
         rules.check_agent(agent)
         files = rules.normalise_paths(paths, allow_empty=True)
         summary = rules.check_summary(summary)
-        feed = self._key(key, "feed")
         fields = {"agent": agent, "paths": json.dumps(files), "summary": summary}
+        keys = [self._key(key, "feed"), self._key(key, "presence"), self._request_key(key)]
+        args: list[str | int] = [
+            agent,
+            fields["paths"],
+            summary,
+            self._presence_ttl_ms,
+            rules.FEED_MAX_ENTRIES,
+            self._retention_ms,
+        ]
         with _guard():
-            pipe = self._client.pipeline(transaction=True)
-            pipe.xadd(feed, fields, maxlen=rules.FEED_MAX_ENTRIES, approximate=True)  # type: ignore[arg-type]
-            pipe.pexpire(feed, self._retention_ms)
-            self._mark_present(pipe, key, agent)
-            entry_id, *_ = await pipe.execute()
+            entry_id = await self._broadcast_script(keys=keys, args=args)
             change = _change(entry_id, fields)
             await self._publish(key, change_event(change))
         return change
@@ -261,17 +278,14 @@ class RedisCoordination:
     async def touch(self, key: SessionKey, agent: str) -> None:
         """Record ``agent`` as present now."""
         rules.check_agent(agent)
-        with _guard():
-            pipe = self._client.pipeline(transaction=True)
-            self._mark_present(pipe, key, agent)
-            await pipe.execute()
-
-    def _mark_present(self, pipe: Pipeline, key: SessionKey, agent: str) -> None:
         presence = self._key(key, "presence")
         now = now_ms()
-        pipe.zadd(presence, {agent: now})
-        pipe.zremrangebyscore(presence, "-inf", now - self._presence_ttl_ms)
-        pipe.pexpire(presence, max(self._presence_ttl_ms, 1))
+        with _guard():
+            pipe = self._client.pipeline(transaction=True)
+            pipe.zadd(presence, {agent: now})
+            pipe.zremrangebyscore(presence, "-inf", now - self._presence_ttl_ms)
+            pipe.pexpire(presence, max(self._presence_ttl_ms, 1))
+            await pipe.execute()
 
     async def presence(self, key: SessionKey) -> list[Presence]:
         """Agents seen within the presence TTL, most recent first."""

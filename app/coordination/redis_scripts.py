@@ -1,32 +1,58 @@
-"""The Lua scripts that make claims and releases atomic across files and server instances.
+"""The Lua scripts that make claims, releases and broadcasts atomic across files and server instances.
 
 Time comes from the Redis server (TIME), so instances with skewed clocks still agree on expiry.
+
+Every script is called with a fresh request key as its last key. The client retries a command whose reply was lost
+(a dropped connection, a timeout), and Redis may already have run it: the script then returns the stored result of
+that first run instead of running again, so a lost reply never duplicates a change or turns a release into "not held".
 """
 
 from __future__ import annotations
 
-# Acting in a session marks the agent present, in the same round trip (PRESENT, with the presence zset and its TTL).
-PRESENT = """
+# How long a result stays replayable: far beyond the client's retries (a few, each bounded by the command timeout).
+REPLAY_WINDOW_MS = 60_000
+
+# Acting in a session marks the agent present, in the same round trip (the presence zset and its TTL).
+_PRESENT = """
 local function present(key, agent, now, ttl)
   redis.call('ZADD', key, now, agent)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - ttl)
   redis.call('PEXPIRE', key, math.max(ttl, 1))
 end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 """
 
+
+def _replayable(body: str) -> str:
+    """Wrap ``body`` (which returns a result) so that a rerun with the same request key returns the first result."""
+    return f"""{_PRESENT}
+local request = KEYS[#KEYS]
+local done = redis.call('GET', request)
+if done then
+  return cjson.decode(done)
+end
+local function run()
+{body}
+end
+local result = run()
+redis.call('SET', request, cjson.encode(result), 'PX', {REPLAY_WINDOW_MS})
+return result
+"""
+
+
 # KEYS: claim index (zset path -> expiry ms), fencing counters (hash path -> n), presence (zset agent -> seen ms),
-# then one claim hash per path.
+# one claim hash per path, the request key.
 # ARGV: agent, operation, ttl ms, retention ms, presence ttl ms, then the paths in KEYS order.
 # Returns {0, now, {path, holder, operation, expires_ms}...} on conflict, else {1, now, expires_ms, token...}.
-CLAIM = (
-    PRESENT
-    + """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+CLAIM = _replayable("""
+local now = clock()
 local agent, operation = ARGV[1], ARGV[2]
 local ttl, retention = tonumber(ARGV[3]), tonumber(ARGV[4])
 present(KEYS[3], agent, now, tonumber(ARGV[5]))
-local n = #KEYS - 3
+local n = #KEYS - 4
 local result = {0, now}
 for i = 1, n do
   local held = redis.call('HMGET', KEYS[i + 3], 'agent', 'op', 'exp')
@@ -51,21 +77,18 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('PEXPIRE', KEYS[1], retention)
 redis.call('PEXPIRE', KEYS[2], retention)
 return result
-"""
-)
+""")
 
-# KEYS: claim index, presence, then one claim hash per path. ARGV: agent, presence ttl ms, then the paths in KEYS
-# order. Returns {now, entry...}, one entry per path: {1} released, {0} nobody holds it,
+# KEYS: claim index, presence, one claim hash per path, the request key.
+# ARGV: agent, presence ttl ms, then the paths in KEYS order.
+# Returns {now, entry...}, one entry per path: {1} released, {0} nobody holds it,
 # {2, holder, operation, expires_ms} someone else holds it.
-RELEASE = (
-    PRESENT
-    + """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+RELEASE = _replayable("""
+local now = clock()
 local agent = ARGV[1]
 present(KEYS[2], agent, now, tonumber(ARGV[2]))
 local result = {now}
-for i = 3, #KEYS do
+for i = 3, #KEYS - 1 do
   local held = redis.call('HMGET', KEYS[i], 'agent', 'op', 'exp')
   if not held[1] then
     table.insert(result, {0})
@@ -78,5 +101,16 @@ for i = 3, #KEYS do
   end
 end
 return result
-"""
-)
+""")
+
+# KEYS: change feed (stream), presence, the request key.
+# ARGV: agent, paths (JSON), summary, presence ttl ms, feed max entries, retention ms.
+# Returns the new entry's id.
+BROADCAST = _replayable("""
+local agent = ARGV[1]
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[5], '*',
+  'agent', agent, 'paths', ARGV[2], 'summary', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
+present(KEYS[2], agent, tonumber((string.gsub(id, '-.*', ''))), tonumber(ARGV[4]))
+return id
+""")

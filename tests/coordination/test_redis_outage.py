@@ -30,6 +30,11 @@ class Proxy:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._drop_next_reply = False
+
+    def drop_next_reply(self) -> None:
+        """Let the next command reach Redis, then cut the connection instead of delivering its reply."""
+        self._drop_next_reply = True
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
@@ -50,13 +55,15 @@ class Proxy:
             writer.transport.abort()
             return
         self._writers |= {writer, up_writer}
-        await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+        await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer, replies=True))
         self._writers -= {writer, up_writer}
 
-    @staticmethod
-    async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, replies: bool = False) -> None:
         try:
             while data := await reader.read(65536):
+                if replies and self._drop_next_reply:
+                    self._drop_next_reply = False
+                    break
                 writer.write(data)
                 await writer.drain()
         except OSError:
@@ -122,6 +129,37 @@ async def test_outage_raises_unavailable_and_recovers(redis_url: str, prefix: st
                     await coord.release(key, "alice", ["a.py"])
                     event = await anext(events)
                 assert (event.kind, event.agent, event.data) == ("release", "alice", {"paths": ["a.py"]})
+        finally:
+            await coord.close()
+            await delete_prefix(redis_url, prefix)
+
+
+async def test_a_lost_reply_does_not_apply_a_call_twice(redis_url: str, prefix: str) -> None:
+    """The client retries a call whose reply was lost; Redis had already run it, and must not run it again."""
+    key = SessionKey(f"u-{uuid.uuid4().hex[:8]}", "lost-replies")
+    async with proxied(redis_url) as proxy:
+        db = urlparse(redis_url).path or "/0"
+        coord = RedisCoordination(f"redis://127.0.0.1:{proxy.port}{db}", prefix=prefix)
+        try:
+            # Load the scripts first, so that each call below is one command and the dropped reply is its reply.
+            await coord.claim(key, "warm-up", ["w.py"])
+            await coord.release(key, "warm-up", ["w.py"])
+            await coord.broadcast(key, "warm-up", [], "warm-up")
+
+            proxy.drop_next_reply()
+            change = await coord.broadcast(key, "alice", ["a.py"], "once")
+            assert [c.summary for c in (await coord.changes(key, exclude_agent="warm-up")).changes] == ["once"]
+            assert (await coord.changes(key, exclude_agent="warm-up")).changes == [change]
+
+            proxy.drop_next_reply()
+            claim = (await coord.claim(key, "alice", ["a.py"])).granted[0]
+            assert (await coord.claims(key)) == [claim]
+            assert (await coord.claim(key, "alice", ["a.py"])).granted[0].fencing_token == claim.fencing_token + 1
+
+            proxy.drop_next_reply()
+            released = await coord.release(key, "alice", ["a.py"])
+            assert (released.released, released.not_held) == (["a.py"], [])
+            assert await coord.claims(key) == []
         finally:
             await coord.close()
             await delete_prefix(redis_url, prefix)
