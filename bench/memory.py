@@ -237,13 +237,14 @@ def in_process(data_dir: Path, tenants: list[Tenant], embedder: OnnxMiniLMEmbedd
     return result
 
 
-def over_http(data_dir: Path, tenants: list[Tenant], ops: int) -> dict[str, Stats]:
+def over_http(data_dir: Path, tenants: list[Tenant], ops: int, embed_threads: int) -> dict[str, Stats]:
     """The same operations through `engram serve` over HTTP on 127.0.0.1."""
     from tests.harness import free_port
 
     port = free_port()
     env = dict(os.environ, ENGRAM_DATA_DIR=str(data_dir), ENGRAM_PORT=str(port), ENGRAM_LOG_LEVEL="warning")
     # The benchmark measures the path, not the plan: lift the rate limits.
+    env["ENGRAM_EMBED_THREADS"] = str(embed_threads)
     env["ENGRAM_PLANS"] = '{"free": {"requests_per_minute": 100000000, "max_memories": 100000000}}'
     env.pop("ENGRAM_DATABASE_URL", None)
     env.pop("ENGRAM_REDIS_URL", None)
@@ -303,8 +304,13 @@ def main() -> None:
     parser.add_argument("--scales", default="10000,100000")
     parser.add_argument("--tenants", type=int, default=100)
     parser.add_argument("--ops", type=int, default=300)
+    parser.add_argument("--embed-threads", type=int, default=1, help="ONNX threads, in-process and in the server")
     args = parser.parse_args()
-    embedder = OnnxMiniLMEmbedder(threads=1)
+    embedder = OnnxMiniLMEmbedder(threads=args.embed_threads)
+    rng = random.Random(0)
+    embed = Stats("embed", timed(lambda: embedder.embed(sentence(rng)), 300))
+    # Most of a search is embedding its query: this line says how fast this machine embeds today.
+    print(f"embedding one query alone ({args.embed_threads} thread(s)): p50 {embed.p50:.2f} ms, p99 {embed.p99:.2f} ms")
     for scale in (int(s) for s in args.scales.split(",")):
         with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
             data_dir = Path(tmp)
@@ -312,7 +318,7 @@ def main() -> None:
             tenants = populate(data_dir, scale, args.tenants, embedder, random.Random(scale))
             print(f"populated {scale:,} memories in {time.perf_counter() - started:.1f} s", file=sys.stderr)
             base = in_process(data_dir, tenants, embedder, args.ops)
-            http = over_http(data_dir, tenants, args.ops)
+            http = over_http(data_dir, tenants, args.ops, args.embed_threads)
             report(scale, args.tenants, base, http)
 
 

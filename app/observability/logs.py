@@ -88,3 +88,6 @@ def configure_logging(log_format: str = "json", level: str = "info", stream: Tex
         logger.handlers.clear()
         logger.propagate = True
     logging.captureWarnings(True)
+    # We ship without spaCy on purpose (mem0 would download its model at run time); mem0 then lemmatizes nothing and
+    # says so at every start, which is noise, not news.
+    logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
