@@ -36,7 +36,7 @@ def parse_cursor(cursor: str) -> tuple[int, int]:
     if match is None or int(match[1]) > MAX_PART or int(match[2]) > MAX_PART:
         shown = cursor[:40] if isinstance(cursor, str) else type(cursor).__name__
         raise ValidationFailed(
-            f"invalid cursor {shown!r}: pass back a cursor that changes() returned (like '1700000000000-0')"
+            f"invalid cursor {shown!r}: pass back a cursor that a sync or a change returned (like '1700000000000-0')"
         )
     return int(match[1]), int(match[2])
 

@@ -86,9 +86,28 @@ class SessionController(Controller):
     ) -> SessionStatus:
         return await container.sessions.status(principal, viewer(principal.user_id, session, agent))
 
-    @get("/events", summary="Live claim, release and change events (Server-Sent Events)")
+    @get(
+        "/events",
+        summary="Live claim, release and change events (Server-Sent Events)",
+        description=(
+            "Change events carry their cursor as the event id. Reconnecting with `Last-Event-ID` (or `since`) first "
+            "replays the changes made after it, then goes on live: no change is missed or sent twice. Claims and "
+            "releases are live only; `GET .../status` gives the current claims."
+        ),
+    )
     async def events(
-        self, session: str, principal: Principal, container: Container, agent: str = "dashboard"
+        self,
+        session: str,
+        principal: Principal,
+        container: Container,
+        agent: str = "dashboard",
+        since: Annotated[str | None, Parameter(description="Replay the changes after this cursor first")] = None,
+        last_event_id: Annotated[str | None, Parameter(header="Last-Event-ID", required=False)] = None,
     ) -> ServerSentEvent:
         identity = viewer(principal.user_id, session, agent)
-        return await event_stream(container.sessions.events(identity), session)
+        return await event_stream(
+            container.sessions.events(identity),
+            session,
+            resume_from=last_event_id or since,
+            backlog=lambda cursor: container.sessions.missed_changes(identity, cursor),
+        )

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from app.accounts.principal import Principal
 from app.coordination import Coordination, Event, SessionKey
+from app.coordination.events import change_event
 from app.db import utcnow
 from app.errors import ValidationFailed
 from app.identity import Identity
@@ -26,6 +27,7 @@ from app.sessions.schemas import (
 MAX_CLAIM_MINUTES = 24 * 60
 MAX_SYNC_MINUTES = 7 * 24 * 60
 STATUS_CHANGES = 10
+MISSED_PAGE = 1000
 
 
 def session_key(identity: Identity) -> SessionKey:
@@ -124,6 +126,18 @@ class SessionService:
             claims=[ClaimOut.of(c) for c in claims],
             recent_changes=[ChangeOut.of(c) for c in page.changes[-STATUS_CHANGES:]],
         )
+
+    async def missed_changes(self, identity: Identity, since: str) -> list[Event]:
+        """Every change after cursor ``since`` (everyone's, oldest first) as live events, for a reconnecting stream."""
+        key = session_key(identity)
+        missed: list[Event] = []
+        while True:  # bounded: the feed keeps at most about FEED_MAX_ENTRIES changes
+            page = await self.coordination.changes(key, since=since, limit=MISSED_PAGE)
+            missed.extend(change_event(c) for c in page.changes)
+            if len(page.changes) < MISSED_PAGE:
+                break
+            since = page.cursor
+        return missed
 
     def events(self, identity: Identity) -> AbstractAsyncContextManager[AsyncIterator[Event]]:
         """Live claim, release and change events of the identity's session."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from app.coordination import Event
+from app.coordination.cursors import parse_cursor
 
 KEEPALIVE_SECONDS = 15
 
@@ -24,9 +25,26 @@ async def event_stream(
     session: str,
     payload: Callable[[Event], dict[str, Any]] = full_event,
     headers: dict[str, str] | None = None,
+    resume_from: str | None = None,
+    backlog: Callable[[str], Awaitable[list[Event]]] | None = None,
 ) -> ServerSentEvent:
-    """Enter the subscription now, so that an unreachable store fails the request instead of the stream."""
+    """Enter the subscription now, so that an unreachable store fails the request instead of the stream.
+
+    Change events carry their feed cursor as the SSE id. With ``resume_from`` (the cursor a reconnecting client last
+    saw), ``backlog(resume_from)`` is read once subscribed and sent first, and no live change at or before what was
+    sent goes out again: a client that reconnects with ``Last-Event-ID`` misses no change and sees none twice.
+    """
+    sent = parse_cursor(resume_from) if resume_from is not None else (0, 0)
     events = await subscription.__aenter__()
+    try:
+        missed = await backlog(resume_from) if backlog is not None and resume_from is not None else []
+    except BaseException:
+        await subscription.__aexit__(None, None, None)
+        raise
+
+    def message(event: Event) -> ServerSentEventMessage:
+        cursor = event.data.get("cursor") if event.kind == "change" else None
+        return ServerSentEventMessage(event=event.kind, data=json.dumps(payload(event), default=str), id=cursor)
 
     async def stream() -> AsyncGenerator[ServerSentEventMessage, None]:
         # A pump feeds a queue so that waiting with a timeout never cancels the subscription itself.
@@ -39,9 +57,13 @@ async def event_stream(
             finally:
                 queue.put_nowait(None)
 
+        nonlocal sent
         pumping = asyncio.create_task(pump())
         try:
             yield ServerSentEventMessage(event="ready", data=json.dumps({"session": session}))
+            for change in missed:
+                sent = parse_cursor(change.data["cursor"])
+                yield message(change)
             while True:
                 try:
                     event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
@@ -51,7 +73,9 @@ async def event_stream(
                     continue
                 if event is None:
                     return
-                yield ServerSentEventMessage(event=event.kind, data=json.dumps(payload(event), default=str))
+                if event.kind == "change" and parse_cursor(event.data["cursor"]) <= sent:
+                    continue  # already sent from the backlog
+                yield message(event)
         finally:
             pumping.cancel()
             await subscription.__aexit__(None, None, None)

@@ -152,3 +152,75 @@ def test_the_sse_stream_carries_claims_releases_and_changes(
     assert latency < 5
     with pytest.raises(queue.Empty):
         received.get(timeout=0.3)
+
+
+def _read_until(response: httpx.Response, wanted: int, after_ready: Any = None) -> list[dict[str, Any]]:
+    """The events (with their SSE ids) of an open stream, until ``wanted`` non-ready ones arrived."""
+    got: list[dict[str, Any]] = []
+    event: dict[str, Any] = {}
+    for line in response.iter_lines():
+        if line.startswith(("event:", "id:", "data:")):
+            field, _, value = line.partition(":")
+            event[field] = value.strip()
+        elif line == "" and event:
+            if event.get("event") == "ready":
+                if after_ready is not None:
+                    after_ready()
+            else:
+                got.append({"id": event.get("id"), "kind": event["event"], **json.loads(event["data"])})
+                if len(got) == wanted:
+                    return got
+            event = {}
+    raise AssertionError(f"the stream ended after {got}")
+
+
+def test_a_reconnecting_stream_replays_the_changes_it_missed_then_goes_on_live(api: RunningServer) -> None:
+    me = make_account(api)
+    streams = httpx.Client(
+        base_url=api.base_url, headers={"Authorization": f"Bearer {me.key}"}, timeout=httpx.Timeout(10.0)
+    )
+    with api.client(me.key) as http, streams:
+
+        def broadcast(summary: str) -> str:
+            response = http.post("/v1/sessions/web/changes", json={"agent": "alice", "changes_summary": summary})
+            assert response.status_code == 200, response.text
+            return str(response.json()["cursor"])
+
+        with streams.stream("GET", "/v1/sessions/web/events") as response:
+            [first] = _read_until(response, 1, after_ready=lambda: broadcast("one"))
+        assert (first["kind"], first["data"]["summary"]) == ("change", "one")
+        assert first["id"] == first["data"]["cursor"]  # the SSE id is the change's cursor
+
+        # While no stream is open, two more changes and a claim happen.
+        broadcast("two")
+        http.post("/v1/sessions/web/claims", json={"agent": "alice", "file_paths": ["a.py"]})
+        broadcast("three")
+
+        headers = {"Last-Event-ID": first["id"]}
+        with streams.stream("GET", "/v1/sessions/web/events", headers=headers) as response:
+            assert response.status_code == 200
+            events = _read_until(response, 3, after_ready=lambda: broadcast("four"))
+        assert [(e["kind"], e["data"]["summary"]) for e in events] == [
+            ("change", "two"),
+            ("change", "three"),
+            ("change", "four"),
+        ]
+        assert [e["id"] for e in events] == [e["data"]["cursor"] for e in events]
+
+        # `since` does the same for clients that cannot set the header; from the newest cursor nothing is replayed.
+        with streams.stream("GET", "/v1/sessions/web/events", params={"since": events[-1]["id"]}) as response:
+            [live] = _read_until(response, 1, after_ready=lambda: broadcast("five"))
+        assert live["data"]["summary"] == "five"
+
+
+@pytest.mark.parametrize("cursor", ["yesterday", "12-ab", "-1-0"])
+def test_a_bad_resume_cursor_is_refused_with_a_message_that_says_so(api: RunningServer, cursor: str) -> None:
+    me = make_account(api)
+    with api.client(me.key) as http:
+        for request in (
+            {"headers": {"Last-Event-ID": cursor}},
+            {"params": {"since": cursor}},
+        ):
+            response = http.get("/v1/sessions/web/events", **request)
+            assert response.status_code == 422, response.text  # the API's status for a well-formed but invalid value
+            assert f"invalid cursor '{cursor}'" in response.json()["error"]["message"]
