@@ -45,6 +45,25 @@ class RunningServer:
 
 
 @contextmanager
+def serve_asgi(app: Any, host: str, port: int) -> Iterator[uvicorn.Server]:
+    """Serve an ASGI app with uvicorn in a background thread until the context exits."""
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"asgi-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("server did not start")
+        time.sleep(0.02)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@contextmanager
 def serve(settings: Settings, *, embedder: Any = None) -> Iterator[RunningServer]:
     from app.main import create_app
 
@@ -54,22 +73,8 @@ def serve(settings: Settings, *, embedder: Any = None) -> Iterator[RunningServer
     async def _remember_loop() -> None:
         app.state.loop = asyncio.get_running_loop()
 
-    config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name=f"engram-{settings.port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("server did not start")
-        time.sleep(0.02)
-    try:
+    with serve_asgi(app, settings.host, settings.port) as server:
         yield RunningServer(settings, f"http://{settings.host}:{settings.port}", server)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 @dataclass(frozen=True)
