@@ -10,9 +10,11 @@ from typing import Any
 from sqlalchemy import JSON, DateTime, Engine, Executable, MetaData, Row, TypeDecorator, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DataError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase
+
+from app.errors import ValidationFailed
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -45,6 +47,43 @@ class UTCDateTime(TypeDecorator[datetime]):
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON(), list[str]: JSON()}
+
+
+# SQLSTATEs of values PostgreSQL will not store, and what to tell the caller (SQLite stores them all).
+_DATA_PROBLEMS = {
+    "22021": "text must not contain NUL (\\0) characters",
+    "22P05": "text must not contain NUL (\\0) characters",
+    "22001": "a value is longer than its field allows",
+    "22P02": "a value has a form the database cannot store (NaN or Infinity in JSON, say)",
+}
+
+
+def _sqlstate(exc: DBAPIError) -> str | None:
+    # asyncpg's code sits on the adapted error or on the asyncpg exception it wraps.
+    for candidate in (exc.orig, getattr(exc.orig, "__cause__", None)):
+        code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+        if code:
+            return str(code)
+    return None
+
+
+def bad_value(exc: DBAPIError) -> ValidationFailed | None:
+    """A value the database refused (SQLSTATE class 22, data exception), as the caller's mistake it is."""
+    sqlstate = _sqlstate(exc)
+    if not isinstance(exc, DataError) and not (sqlstate or "").startswith("22"):
+        return None
+    return ValidationFailed(_DATA_PROBLEMS.get(sqlstate or "", "a value could not be stored"))
+
+
+@asynccontextmanager
+async def refusing_bad_values() -> AsyncIterator[None]:
+    """Turn the database's refusal of a value into ``ValidationFailed`` (a 422, never a 500)."""
+    try:
+        yield
+    except DBAPIError as exc:
+        if (refused := bad_value(exc)) is not None:
+            raise refused from exc
+        raise
 
 
 def utcnow() -> datetime:
@@ -118,6 +157,8 @@ class Database:
         try:
             return await self._first_on(engine, statement, params)
         except DBAPIError as exc:
+            if (refused := bad_value(exc)) is not None:
+                raise refused from exc
             if not exc.connection_invalidated:
                 raise
             # The connection had died (a database restart, an idle timeout); the pool has dropped it. Once more.
@@ -131,7 +172,7 @@ class Database:
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """A unit of work: commits when the block succeeds, rolls back when it raises."""
-        async with self.sessionmaker() as session:
+        async with self.sessionmaker() as session, refusing_bad_values():
             try:
                 yield session
                 await session.commit()

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from app.db import Database
+from app.errors import ValidationFailed
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, _admin_execute
 
 
@@ -46,3 +47,34 @@ def test_a_hot_read_survives_the_database_dropping_its_connections(scratch_pg: t
 
     before, after = asyncio.run(run())
     assert before != after  # answered on a fresh connection, not an error
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("a\x00b", "NUL"), ("x" * 30, "longer than its field"), ("not json", "cannot store")],
+)
+def test_values_postgresql_refuses_are_a_validation_error_not_a_crash(
+    scratch_pg: tuple[str, str], value: str, says: str
+) -> None:
+    _, url = scratch_pg
+
+    async def run() -> None:
+        db = Database(url)
+        try:
+            async with db.session() as session:
+                await session.execute(text("CREATE TABLE t (short VARCHAR(20), doc JSONB, body TEXT)"))
+            column = {"NUL": "body", "longer than its field": "short", "cannot store": "doc"}[says]
+            with pytest.raises(ValidationFailed, match=says):
+                async with db.session() as session:
+                    await session.execute(text(f"INSERT INTO t ({column}) VALUES (:v)"), {"v": value})
+            if says != "longer than its field":  # comparing with a long value is fine; storing it is not
+                with pytest.raises(ValidationFailed, match=says):
+                    await db.first(
+                        text(f"SELECT 1 FROM t WHERE {column} = CAST(:v AS {'JSONB' if column == 'doc' else 'TEXT'})"),
+                        {"v": value},
+                    )
+        finally:
+            await db.dispose()
+
+    asyncio.run(run())

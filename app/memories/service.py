@@ -131,7 +131,10 @@ class MemoryService:
         self.quotas = quotas
         self.metrics = metrics
 
-    def _check_size(self, content: str) -> None:
+    def _check_content(self, content: str) -> None:
+        if "\x00" in content:
+            # PostgreSQL cannot store it; refuse it on every database so that data moves between them.
+            raise ValidationFailed("memory content must not contain NUL (\\0) characters", field="content")
         if len(content) > self.limits.max_memory_chars:
             raise MemoryTooLarge(f"memory is {len(content)} characters; the limit is {self.limits.max_memory_chars}")
 
@@ -144,7 +147,7 @@ class MemoryService:
             raise PayloadTooLarge(f"a batch holds at most {self.limits.max_batch_size} memories")
         plans: list[tuple[MemoryIn, Identity, Scope, str]] = []
         for item in items:
-            self._check_size(item.content)
+            self._check_content(item.content)
             who = resolve_identity(principal, identity, item.session, item.agent)
             scope = item.scope or default_scope(who)
             plans.append((item, who, scope, visibility_key(scope, who)))
@@ -333,7 +336,7 @@ class MemoryService:
         if patch.content is None and patch.tags is None and patch.metadata is None:
             raise ValidationFailed("nothing to update: give content, tags or metadata")
         if patch.content is not None:
-            self._check_size(patch.content)
+            self._check_content(patch.content)
         who = resolve_identity(principal, identity, None, None)
         before: MemoryRecord | None = None
         try:

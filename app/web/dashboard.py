@@ -60,6 +60,15 @@ def _install_panel(container: Container, user: User, session: str, agent: str, k
     return {"session": session, "agent": agent, "commands": commands, "errors": errors}
 
 
+def _name_or(value: str, field: str, default: str) -> str:
+    value = value.strip()[:200]
+    try:
+        validate_name(value, field)
+    except InvalidIdentity:
+        return default
+    return value
+
+
 async def _page(
     request: Request[Any, Any, Any],
     container: Container,
@@ -110,8 +119,9 @@ async def create_key(request: Request[Any, Any, Any], user: User, container: Con
     await verify_csrf(request, data.get("_csrf"))
     name = data.get("name", "").strip()[:200]
     scope = data.get("scope", "")
-    session = data.get("session", DEFAULT_SESSION).strip()[:200] or DEFAULT_SESSION
-    agent = data.get("agent", DEFAULT_AGENT).strip()[:200] or DEFAULT_AGENT
+    # The install panel's names ride along so the new key lands in its commands; a bad one must not fail the key.
+    session = _name_or(data.get("session", ""), "session", DEFAULT_SESSION)
+    agent = _name_or(data.get("agent", ""), "agent", DEFAULT_AGENT)
     try:
         async with container.db.session() as db_session:
             created = await accounts.create_key(

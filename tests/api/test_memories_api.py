@@ -242,6 +242,18 @@ def test_oversize_body_answers_413_and_stores_nothing(api: RunningServer) -> Non
         assert http.get("/v1/memories").json()["memories"] == []
 
 
+def test_values_postgresql_cannot_store_are_refused_clearly_and_store_nothing(api: RunningServer) -> None:
+    me = make_account(api)
+    with api.client(me.key) as http:
+        nul_content = http.post("/v1/memories", json={"content": "a\x00b"})
+        assert nul_content.status_code == 422, nul_content.text
+        assert "NUL" in nul_content.json()["error"]["message"]
+        nul_in_batch = http.post("/v1/memories", json={"memories": [{"content": "fine"}, {"content": "\x00"}]})
+        assert nul_in_batch.status_code == 422, nul_in_batch.text
+        assert http.get("/v1/memories").json()["memories"] == []
+        assert http.post("/v1/memories", json={"content": "still works"}).status_code == 201
+
+
 def test_bad_input_gets_clear_errors(api: RunningServer) -> None:
     me = make_account(api)
     with api.client(me.key) as http:

@@ -122,6 +122,23 @@ def test_creating_a_key_keeps_the_panels_session_and_agent(browser: Callable[[],
     )
 
 
+def test_a_bad_session_riding_along_does_not_spoil_a_new_key(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    response = me.submit("/dashboard", "/dashboard/keys", name="ci", scope="write", session="a__b", agent="bot")
+    assert response.status_code == 201
+    key = re.search(r"(egk_[A-Za-z0-9]+)", response.text).group(1)  # type: ignore[union-attr]
+    # The commands are there, with the panel's defaults, so the key shown once can be used at once.
+    assert f"Authorization: Bearer {key}" in _commands(response.text)["cursor-key"]
+
+
+def test_a_key_name_the_database_cannot_store_is_an_error_next_to_the_field(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    response = me.submit("/dashboard", "/dashboard/keys", name="a\x00b", scope="write")
+    assert response.status_code == 422
+    assert "NUL" in (field_error(response.text, "name") or "")
+    assert _key_rows(me.get("/dashboard").text) == []
+
+
 def test_pages_are_never_cached_or_framed(browser: Callable[[], Browser]) -> None:
     me = browser().signup()
     for response in (me.get("/dashboard"), me.get("/dashboard/memories"), browser().get("/login")):

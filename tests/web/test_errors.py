@@ -29,7 +29,19 @@ def test_a_wrong_method_is_an_html_page(browser: Callable[[], Browser]) -> None:
     assert response.status_code == 405 and "text/html" in response.headers["content-type"]
 
 
-JUNK_STRINGS = ["", "x" * 10_000, "\x00", "%", "ü🙂", "' OR 1=1 --", "../../etc/passwd", "a__b", "<script>", "\r\n"]
+JUNK_STRINGS = [
+    "",
+    "x" * 10_000,
+    "\x00",
+    "a\x00b@example.com",
+    "%",
+    "ü🙂",
+    "' OR 1=1 --",
+    "../../etc/passwd",
+    "a__b",
+    "<script>",
+    "\r\n",
+]
 PAGES = ["/", "/signup", "/login", "/dashboard", "/dashboard/memories", "/dashboard/sessions"]
 FORMS = [
     "/signup",
