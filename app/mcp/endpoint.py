@@ -74,8 +74,33 @@ def parse_route(scope: Scope) -> tuple[str, str]:
     return unquote(parts[0]), unquote(parts[1])
 
 
-async def send_error(send: Send, exc: AppError) -> None:
-    body = {"jsonrpc": "2.0", "id": None, "error": error_object(exc)}
+async def request_id_of(scope: Scope, receive: Receive, limit: int) -> str | int | None:
+    """The JSON-RPC id of a refused POST, so the client can match the error to its request (JSON-RPC 2.0 §5).
+
+    Read only once the request is refused anyway, and no further than the body limit; anything unreadable is null.
+    """
+    if scope.get("method") != "POST":
+        return None
+    body = b""
+    while len(body) <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    else:
+        return None
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    found = parsed.get("id") if isinstance(parsed, dict) else None
+    return found if isinstance(found, (str, int)) and not isinstance(found, bool) else None
+
+
+async def send_error(send: Send, exc: AppError, request_id: str | int | None = None) -> None:
+    body = {"jsonrpc": "2.0", "id": request_id, "error": error_object(exc)}
     headers = [(b"content-type", b"application/json")]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in exc.headers.items()]
     start: HTTPResponseStartEvent = {"type": "http.response.start", "status": exc.status_code, "headers": headers}
@@ -118,12 +143,13 @@ class McpEndpoint:
         try:
             caller = await self._admit(scope, headers, container)
         except AppError as exc:
-            await send_error(send, exc)
+            await send_error(send, exc, await request_id_of(scope, receive, self.settings.max_body_bytes))
             return
         owner = _owner(caller)
         session_id = headers.get(SESSION_ID_HEADER)
         if session_id is not None and self.live.owner(session_id) != owner:
-            await send_error(send, NotFound("Session not found"))
+            limit = self.settings.max_body_bytes
+            await send_error(send, NotFound("Session not found"), await request_id_of(scope, receive, limit))
             return
 
         async def bind_new_session(message: Message) -> None:

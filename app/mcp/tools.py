@@ -13,8 +13,9 @@ from typing import Any, TypeVar, get_type_hints
 import mcp.types as types
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from app.errors import AppError
+from app.errors import AppError, RateLimited
 from app.mcp.caller import Caller
+from app.mcp.errors import protocol_error
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +59,14 @@ class Tool:
     async def call(self, caller: Caller, arguments: dict[str, Any] | None) -> types.CallToolResult:
         """Validate, run, and answer with text and structured content; caller mistakes become tool errors."""
         started = time.perf_counter()
-        result, outcome = await self._call(caller, arguments)
-        metrics = caller.container.metrics
-        metrics.tool_calls.labels(self.name, outcome).inc()
-        metrics.tool_duration.labels(self.name).observe(time.perf_counter() - started)
-        return result
+        outcome = "limited"  # unless _call returns: only a limit escapes it, as a protocol error
+        try:
+            result, outcome = await self._call(caller, arguments)
+            return result
+        finally:
+            metrics = caller.container.metrics
+            metrics.tool_calls.labels(self.name, outcome).inc()
+            metrics.tool_duration.labels(self.name).observe(time.perf_counter() - started)
 
     async def _call(self, caller: Caller, arguments: dict[str, Any] | None) -> tuple[types.CallToolResult, str]:
         """The result and its outcome: ok, tool_error (the caller's to fix) or error (ours, e.g. a backend down)."""
@@ -73,6 +77,9 @@ class Tool:
             return tool_error(message, "invalid_arguments"), "tool_error"
         try:
             result = await self.run(caller, args)
+        except RateLimited as exc:
+            # A limit is not the tool's answer but the service refusing the request, as it does over HTTP (429).
+            raise protocol_error(exc) from exc
         except AppError as exc:
             return tool_error(exc.message, exc.code), "error" if exc.status_code >= 500 else "tool_error"
         except Exception:

@@ -8,9 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import _settings
 from tests.harness import RunningServer, add_key, make_account, serve
+from tests.mcp.conftest import connect
 
 SECRET = "quota-secret-" + uuid.uuid4().hex
 SMALL = {"free": {"requests_per_minute": 8, "key_requests_per_minute": 5, "max_memories": 3}}
@@ -104,9 +106,26 @@ def test_mcp_gets_429_with_a_json_rpc_error(limited: RunningServer) -> None:
     }
     headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {me.key}"}
     with httpx.Client(base_url=limited.base_url, headers=headers) as http:
-        statuses = [http.post(url, json={**body, "id": str(uuid.uuid4())}) for _ in range(6)]
+        sent = [str(uuid.uuid4()) for _ in range(6)]
+        statuses = [http.post(url, json={**body, "id": request_id}) for request_id in sent]
     refused = statuses[-1]
     assert refused.status_code == 429
     assert refused.headers["retry-after"]
+    assert refused.json()["id"] == sent[-1]  # the client can tell which request was refused
     error = refused.json()["error"]
     assert error["code"] == -32029 and "requests per minute" in error["message"]
+    assert error["data"]["retry_after_seconds"] == int(refused.headers["retry-after"])
+
+
+@pytest.mark.anyio
+async def test_the_memory_quota_over_mcp_is_a_json_rpc_error(limited: RunningServer) -> None:
+    me = make_account(limited)
+    # Filled through another key: this plan's per-key request limit is too small for a handshake and two calls.
+    with limited.client(add_key(limited, me.user_id).key) as http:
+        assert http.post("/v1/memories", json={"memories": [{"content": f"m{i}"} for i in range(3)]}).status_code == 201
+    async with connect(limited, me.key, me.user_id) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("add_memories", {"memories": [{"content": "one too many"}]})
+    assert refused.value.error.code == -32029
+    assert "stores at most 3 memories" in refused.value.error.message
+    assert refused.value.error.data["code"] == "quota_exceeded"
