@@ -26,4 +26,5 @@ async def metrics(request: Request[Any, Any, Any], container: Container) -> Resp
     expected = container.settings.metrics_token
     if expected and not _token_ok(expected, request.headers.get("authorization")):
         raise Unauthorized("metrics need 'Authorization: Bearer <metrics token>'", headers=_CHALLENGE)
-    return Response(content=container.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    # Litestar appends the charset to text types itself; a second one makes strict parsers (Go's) reject the scrape.
+    return Response(content=container.metrics.render(), media_type=CONTENT_TYPE_LATEST.replace("; charset=utf-8", ""))

@@ -39,6 +39,14 @@ def test_paths_no_route_matched_share_one_label(api: RunningServer) -> None:
     assert "PROPFIND" not in label_values(text, "method") and "OTHER" in label_values(text, "method")
 
 
+def test_the_content_type_is_prometheus_text_with_each_parameter_once(api: RunningServer) -> None:
+    response = httpx.get(f"{api.base_url}/metrics")
+    kind, *parameters = [part.strip() for part in response.headers["content-type"].split(";")]
+    assert kind == "text/plain"
+    names = [p.split("=")[0] for p in parameters]
+    assert sorted(names) == ["charset", "version"]  # a repeated one makes Go's parser (Prometheus) refuse it
+
+
 def test_latency_histograms_have_buckets(api: RunningServer) -> None:
     assert httpx.get(f"{api.base_url}/healthz").status_code == 200
     text = scrape(api)
