@@ -35,6 +35,18 @@ class InvalidIdentity(AppError):
     code = "invalid_user_id"
 
 
+class InvalidJsonRpc(AppError):
+    """A body that is not one well-formed JSON-RPC message."""
+
+    status_code = 400
+    code = "invalid_jsonrpc"
+    jsonrpc_code = -32600
+
+    def __init__(self, message: str, *, jsonrpc_code: int = -32600) -> None:
+        super().__init__(message)
+        self.jsonrpc_code = jsonrpc_code  # type: ignore[misc]
+
+
 class Unauthorized(AppError):
     status_code = 401
     code = "unauthorized"

@@ -24,6 +24,7 @@ from app.container import Container
 from app.errors import AppError, Forbidden, NotFound
 from app.identity import Identity, parse_identity
 from app.mcp.caller import SCOPE_KEY, Caller
+from app.mcp.envelope import check_message, read_body, replay, request_id_in
 from app.mcp.errors import error_object
 from app.mcp.live import LiveSessions, Owner
 from app.mcp.server import SESSION_ID_HEADER, build_server
@@ -74,31 +75,6 @@ def parse_route(scope: Scope) -> tuple[str, str]:
     return unquote(parts[0]), unquote(parts[1])
 
 
-async def request_id_of(scope: Scope, receive: Receive, limit: int) -> str | int | None:
-    """The JSON-RPC id of a refused POST, so the client can match the error to its request (JSON-RPC 2.0 §5).
-
-    Read only once the request is refused anyway, and no further than the body limit; anything unreadable is null.
-    """
-    if scope.get("method") != "POST":
-        return None
-    body = b""
-    while len(body) <= limit:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    else:
-        return None
-    try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    found = parsed.get("id") if isinstance(parsed, dict) else None
-    return found if isinstance(found, (str, int)) and not isinstance(found, bool) else None
-
-
 async def send_error(send: Send, exc: AppError, request_id: str | int | None = None) -> None:
     body = {"jsonrpc": "2.0", "id": request_id, "error": error_object(exc)}
     headers = [(b"content-type", b"application/json")]
@@ -140,17 +116,21 @@ class McpEndpoint:
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         container: Container = scope["app"].state.container
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        body: bytes | None = None
         try:
+            if scope.get("method") == "POST":
+                body = await read_body(receive, self.settings.max_body_bytes)
+                receive = replay(body, receive)
             caller = await self._admit(scope, headers, container)
+            session_id = headers.get(SESSION_ID_HEADER)
+            if session_id is not None and self.live.owner(session_id) != _owner(caller):
+                raise NotFound("Session not found")
+            if body is not None:
+                check_message(body)
         except AppError as exc:
-            await send_error(send, exc, await request_id_of(scope, receive, self.settings.max_body_bytes))
+            await send_error(send, exc, request_id_in(body))
             return
         owner = _owner(caller)
-        session_id = headers.get(SESSION_ID_HEADER)
-        if session_id is not None and self.live.owner(session_id) != owner:
-            limit = self.settings.max_body_bytes
-            await send_error(send, NotFound("Session not found"), await request_id_of(scope, receive, limit))
-            return
 
         async def bind_new_session(message: Message) -> None:
             if message["type"] == "http.response.start" and session_id is None and message["status"] < 400:

@@ -184,13 +184,47 @@ def test_session_id_is_bound_to_url_and_key(api: RunningServer) -> None:
     assert post(url, list_tools(), me.key, session=sid).status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("[1, 2]", "no batches"),
+        ("null", "not NoneType"),
+        ("123", "not int"),
+        ('"str"', "not str"),
+        ('{"jsonrpc": "1.0", "id": 1, "method": "ping"}', '"jsonrpc" must be "2.0"'),
+        ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', '"id" must be a string or an integer'),
+        ('{"jsonrpc": "2.0", "id": 1, "method": 7}', '"method" must be a non-empty string'),
+        ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "x"}', '"params" must be an object'),
+        ('{"jsonrpc": "2.0", "id": 1, "result": {}, "error": {}}', 'one of "result" or "error"'),
+    ],
+)
+def test_a_malformed_message_is_an_invalid_request_naming_the_wrong_part(
+    api: RunningServer, body: str, says: str
+) -> None:
+    me = make_account(api)
+    response = post(mcp_url(api, me.user_id), body, me.key)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == -32600 and says in error["message"], error
+    assert "pydantic" not in response.text
+
+
+def test_an_oversize_body_is_413_as_a_json_rpc_error(api: RunningServer) -> None:
+    me = make_account(api)
+    body = {**list_tools(9), "params": {"padding": "x" * (api.settings.max_body_bytes + 1)}}
+    response = post(mcp_url(api, me.user_id), body, me.key)
+    assert response.status_code == 413
+    assert response.json()["id"] is None and "over the limit" in response.json()["error"]["message"]
+
+
 def test_protocol_errors_are_json_rpc_errors_never_500(api: RunningServer) -> None:
     me = make_account(api)
     url = mcp_url(api, me.user_id)
     parse = post(url, "{not json", me.key)
     assert parse.status_code == 400 and parse.json()["error"]["code"] == -32700
     no_method = post(url, {"jsonrpc": "2.0", "id": 1}, me.key)
-    assert no_method.status_code == 400 and no_method.json()["error"]["code"] in (-32600, -32602)
+    assert no_method.status_code == 400 and no_method.json()["error"]["code"] == -32600
+    assert no_method.json()["id"] == 1 and '"method"' in no_method.json()["error"]["message"]
     not_object = post(url, "[1, 2]", me.key)
     assert 400 <= not_object.status_code < 500 and "error" in not_object.json()
 

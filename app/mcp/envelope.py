@@ -1,0 +1,78 @@
+"""A first look at a POSTed JSON-RPC message, so that a malformed one gets a short error naming the wrong part.
+
+The SDK validates too, but answers a malformed envelope with -32602 and a pydantic dump; JSON-RPC 2.0 says -32600.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from litestar.types import HTTPRequestEvent, Receive, ReceiveMessage
+
+from app.errors import InvalidJsonRpc, PayloadTooLarge
+
+
+def check_message(body: bytes) -> None:
+    """Raise ``InvalidJsonRpc`` naming what is wrong with ``body``, unless it is one well-formed JSON-RPC message."""
+    try:
+        message: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        raise InvalidJsonRpc("the body is not JSON", jsonrpc_code=-32700) from None
+    if isinstance(message, list):
+        raise InvalidJsonRpc("send one JSON-RPC message per request: MCP has no batches since 2025-06-18")
+    if not isinstance(message, dict):
+        raise InvalidJsonRpc(f"a JSON-RPC message is an object, not {type(message).__name__}")
+    if message.get("jsonrpc") != "2.0":
+        raise InvalidJsonRpc('"jsonrpc" must be "2.0"')
+    if "id" in message and (isinstance(message["id"], bool) or not isinstance(message["id"], (str, int))):
+        raise InvalidJsonRpc('"id" must be a string or an integer')
+    if "method" in message:
+        if not isinstance(message["method"], str) or not message["method"]:
+            raise InvalidJsonRpc('"method" must be a non-empty string')
+        if "params" in message and not isinstance(message["params"], dict):
+            raise InvalidJsonRpc('"params" must be an object')
+        return
+    if "id" not in message or ("result" in message) == ("error" in message):
+        raise InvalidJsonRpc('a request needs "method"; a response needs "id" and one of "result" or "error"')
+
+
+def request_id_in(body: bytes | None) -> str | int | None:
+    """The JSON-RPC id in ``body``, so that an error can name the request it answers (JSON-RPC 2.0 §5); else null."""
+    if not body:
+        return None
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    found = parsed.get("id") if isinstance(parsed, dict) else None
+    return found if isinstance(found, (str, int)) and not isinstance(found, bool) else None
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The whole body; ``PayloadTooLarge`` as soon as it passes ``limit`` bytes."""
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return body
+        body += message.get("body", b"")
+        if len(body) > limit:
+            raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+        if not message.get("more_body"):
+            return body
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands over ``body`` once, then whatever comes next (a disconnect)."""
+    sent = False
+
+    async def replayed() -> ReceiveMessage:
+        nonlocal sent
+        if not sent:
+            sent = True
+            event: HTTPRequestEvent = {"type": "http.request", "body": body, "more_body": False}
+            return event
+        return await receive()
+
+    return replayed
