@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from litestar import Request
+from litestar.connection import ASGIConnection
+from litestar.handlers import BaseRouteHandler
 
 from app.accounts.auth import Authenticator
 from app.accounts.principal import Principal
@@ -34,6 +36,10 @@ class Container:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+# Where a request's principal is kept once authenticated, so the guard and the dependency authenticate once.
+_PRINCIPAL = "engram.principal"
+
+
 def container_of(request: Request[Any, Any, Any]) -> Container:
     container: Container = request.app.state.container
     return container
@@ -45,10 +51,19 @@ async def provide_container(request: Request[Any, Any, Any]) -> Container:
 
 async def provide_principal(request: Request[Any, Any, Any]) -> Principal:
     """The authenticated caller; 401 with a Bearer challenge when the credential is missing or bad."""
+    cached = request.scope.get("state", {}).get(_PRINCIPAL)
+    if isinstance(cached, Principal):
+        return cached
     container = container_of(request)
     # OAuth tokens are bound to a resource; every REST route is the one resource {base}/v1.
     api = container.settings.resolved_public_base_url + "/v1"
     principal = await container.authenticator.authenticate(request.headers, resource=api)
     note_user(principal.user_id)
     await container.quotas.check_request(principal)
+    request.scope.setdefault("state", {})[_PRINCIPAL] = principal
     return principal
+
+
+async def authenticated(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """A guard: guards run before parameters are parsed, so a caller without a credential hears 401, not 422."""
+    await provide_principal(cast("Request[Any, Any, Any]", connection))

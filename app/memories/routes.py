@@ -10,7 +10,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from pydantic import TypeAdapter, ValidationError
 
 from app.accounts.principal import Principal
-from app.container import Container
+from app.container import Container, authenticated
 from app.errors import ValidationFailed
 from app.memories.schemas import (
     BatchResponse,
@@ -40,6 +40,7 @@ class SingleAddResponse(CreatedMemory):
 
 class MemoryController(Controller):
     path = "/v1"
+    guards = [authenticated]
     tags = ["memories"]
 
     @post("/memories", status_code=HTTP_201_CREATED, summary="Add one memory, or a batch with {'memories': [...]}")

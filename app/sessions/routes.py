@@ -11,7 +11,7 @@ from litestar.status_codes import HTTP_200_OK
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.accounts.principal import Principal
-from app.container import Container
+from app.container import Container, authenticated
 from app.memories.scopes import viewer
 from app.sessions.schemas import ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
 from app.sessions.sse import event_stream
@@ -44,6 +44,7 @@ class BroadcastIn(_In):
 
 class SessionController(Controller):
     path = "/v1/sessions/{session:str}"
+    guards = [authenticated]
     tags = ["sessions"]
 
     @post("/claims", status_code=HTTP_200_OK, summary="Claim files, all or none")

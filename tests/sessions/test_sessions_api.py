@@ -224,3 +224,21 @@ def test_a_bad_resume_cursor_is_refused_with_a_message_that_says_so(api: Running
             response = http.get("/v1/sessions/web/events", **request)
             assert response.status_code == 422, response.text  # the API's status for a well-formed but invalid value
             assert f"invalid cursor '{cursor}'" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/v1/sessions/web/status", None),  # no agent either
+        ("GET", "/v1/sessions/web/changes", None),
+        ("POST", "/v1/sessions/web/claims", {"nonsense": True}),
+        ("POST", "/v1/memories", {"content": ""}),
+        ("GET", "/v1/memories", None),
+    ],
+)
+def test_without_a_credential_the_answer_is_401_before_any_validation(
+    api: RunningServer, method: str, path: str, body: Any
+) -> None:
+    response = httpx.request(method, api.base_url + path, json=body, params={"scope": "planet"})
+    assert response.status_code == 401, response.text
+    assert response.headers["www-authenticate"].startswith("Bearer")
