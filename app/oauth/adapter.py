@@ -30,6 +30,14 @@ class InvalidTargetError(OAuth2Error):
     error = "invalid_target"
 
 
+FORM = "application/x-www-form-urlencoded"
+
+
+def is_form(content_type: str | None) -> bool:
+    """RFC 6749 section 3.2: token (and revocation, introspection) requests are form-urlencoded, nothing else."""
+    return (content_type or "").split(";")[0].strip().lower() == FORM
+
+
 class Headers(dict[str, str]):
     """authlib looks headers up as ``Authorization``; HTTP header names are case-insensitive."""
 
@@ -92,7 +100,9 @@ class Request(OAuth2Request):
 class RegistrationRequest(JsonRequest):
     def __init__(self, uri: str, headers: Mapping[str, str], body: Any, registrant: Principal | None) -> None:
         super().__init__("POST", uri, Headers(headers))
-        self.payload = _JsonPayload(body if isinstance(body, dict) else {})
+        self.is_object = isinstance(body, dict)
+        # A null field is an absent one.
+        self.payload = _JsonPayload({k: v for k, v in body.items() if v is not None} if self.is_object else {})
         self.registrant = registrant
         self.client_metadata: dict[str, Any] = {}
 

@@ -1,8 +1,9 @@
-"""OAuth clients as authlib sees them, and the rules for their redirect URIs. Pure."""
+"""OAuth clients as authlib sees them, and the rules for their metadata and redirect URIs. Pure."""
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +18,20 @@ AUTH_METHODS = (PUBLIC, *SECRET_METHODS)
 CODE_GRANTS = ("authorization_code", "refresh_token")
 MACHINE_GRANT = "client_credentials"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+# RFC 7591 section 2: the metadata fields Engram reads or authlib validates, by JSON type.
+_STRING_FIELDS = (
+    "token_endpoint_auth_method",
+    "scope",
+    "client_name",
+    "client_uri",
+    "logo_uri",
+    "tos_uri",
+    "policy_uri",
+    "jwks_uri",
+    "software_id",
+    "software_version",
+)
+_STRING_LIST_FIELDS = ("redirect_uris", "grant_types", "response_types", "contacts")
 
 
 def is_loopback_host(host: str | None) -> bool:
@@ -53,6 +68,29 @@ def redirect_uri_problem(uri: str) -> str | None:
     if parts.scheme and "." in parts.scheme:
         return None
     return f"redirect URI scheme {parts.scheme!r} is not allowed"
+
+
+def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
+    """Why client metadata (a registration or a metadata document) cannot be used, or None: JSON types, redirect
+    URIs, scopes and response types. Which grants a client may have depends on how it is registered."""
+    for name in _STRING_FIELDS:
+        if name in metadata and not isinstance(metadata[name], str):
+            return f"{name} must be a string"
+    for name in _STRING_LIST_FIELDS:
+        value = metadata.get(name)
+        if name in metadata and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return f"{name} must be an array of strings"
+    if "jwks" in metadata and not isinstance(metadata["jwks"], dict):
+        return "jwks must be a JSON object"
+    for uri in metadata.get("redirect_uris") or []:
+        problem = redirect_uri_problem(uri)
+        if problem:
+            return f"redirect_uris: {problem}"
+    if not set(scopes.split(metadata.get("scope"))) <= set(scopes.SUPPORTED):
+        return f"scope may contain {', '.join(scopes.SUPPORTED)}"
+    if not set(metadata.get("response_types") or []) <= {"code"}:
+        return "response_types: the only response type is code"
+    return None
 
 
 def redirect_uri_matches(registered: str, requested: str) -> bool:
@@ -109,10 +147,11 @@ class Client(ClientMixin):
         uris = self.redirect_uris
         return uris[0] if len(uris) == 1 else None
 
-    def get_allowed_scope(self, scope: str | None) -> str:
+    def get_allowed_scope(self, scope: str | None) -> str | None:
+        """The scope to grant; None (authlib answers invalid_scope) when that would be none of Engram's scopes."""
         allowed = scopes.split(self.metadata.get("scope")) or list(scopes.SUPPORTED)
         wanted = scopes.split(scope) or allowed
-        return scopes.join([s for s in wanted if s in allowed])
+        return scopes.join([s for s in wanted if s in allowed]) or None
 
     def check_redirect_uri(self, redirect_uri: str) -> bool:
         return any(redirect_uri_matches(r, redirect_uri) for r in self.redirect_uris)

@@ -118,7 +118,7 @@ class ClientDocuments:
             raise DocumentError(f"cannot fetch the client metadata document: {type(exc).__name__}") from exc
         try:
             document = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise DocumentError("the client metadata document is not JSON") from exc
         client = client_from_document(url, document)
         match = _MAX_AGE.search(cache_control)
@@ -132,6 +132,8 @@ def client_from_document(url: str, document: Any) -> Client:
     """Validate a fetched document; only public clients (no secret) can be described this way."""
     if not isinstance(document, dict):
         raise DocumentError("the client metadata document must be a JSON object")
+    # A null field is an absent one.
+    document = {k: v for k, v in document.items() if v is not None}
     if document.get("client_id") != url:
         raise DocumentError("the document's client_id must equal its URL")
     if "client_secret" in document or "client_secret_expires_at" in document:
@@ -139,25 +141,23 @@ def client_from_document(url: str, document: Any) -> Client:
     method = document.get("token_endpoint_auth_method", clients.PUBLIC)
     if method != clients.PUBLIC:
         raise DocumentError("clients identified by a metadata document must use token_endpoint_auth_method none")
+    problem = clients.metadata_problem(document)
+    if problem:
+        raise DocumentError(problem)
     redirect_uris = document.get("redirect_uris")
-    if not isinstance(redirect_uris, list) or not redirect_uris or not all(isinstance(u, str) for u in redirect_uris):
+    if not redirect_uris:
         raise DocumentError("the document must list redirect_uris")
-    for uri in redirect_uris:
-        problem = clients.redirect_uri_problem(uri)
-        if problem:
-            raise DocumentError(problem)
     grant_types = document.get("grant_types", ["authorization_code"])
-    if not isinstance(grant_types, list) or not set(grant_types) <= set(clients.CODE_GRANTS):
-        raise DocumentError("a document client may only use authorization_code and refresh_token")
+    if not set(grant_types) <= set(clients.CODE_GRANTS):
+        raise DocumentError("grant_types: a document client may only use authorization_code and refresh_token")
     name = document.get("client_name")
     metadata: dict[str, Any] = {
         "redirect_uris": redirect_uris,
         "grant_types": grant_types,
         "response_types": ["code"],
         "token_endpoint_auth_method": clients.PUBLIC,
-        "client_name": name[:100] if isinstance(name, str) else None,
+        "client_name": name[:100] if name else None,
     }
-    scope = document.get("scope")
-    if isinstance(scope, str):
-        metadata["scope"] = scope
+    if "scope" in document:
+        metadata["scope"] = document["scope"]
     return Client(client_id=url, metadata=metadata, from_document=True)

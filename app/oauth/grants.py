@@ -180,6 +180,18 @@ class RefreshGrant(grants.RefreshTokenGrant):
     def authenticate_user(self, refresh_token: TokenRecord) -> str:
         return refresh_token.row.user_id
 
+    # RFC 6749 section 6: an omitted scope means the one granted; authlib would take a blank one (" ") literally.
+    def _validate_token_scope(self, token: TokenRecord) -> None:
+        if not set(scopes.split(self.request.payload.scope)) <= set(scopes.split(token.get_scope())):
+            raise InvalidScopeError("the scope may not include anything the grant does not have")
+
+    def issue_token(self, user: str, refresh_token: TokenRecord) -> dict[str, Any]:
+        scope = scopes.join(scopes.split(self.request.payload.scope)) or refresh_token.get_scope()
+        token: dict[str, Any] = self.generate_token(
+            user=user, scope=scope, include_refresh_token=self.INCLUDE_NEW_REFRESH_TOKEN
+        )
+        return token
+
     def revoke_old_credential(self, refresh_token: TokenRecord) -> None:
         row = refresh_token.row
         if not repository.rotate_refresh(db(), row.id, utcnow()):
@@ -199,7 +211,7 @@ class MachineGrant(grants.ClientCredentialsGrant):
         client: Client = request.client
         allowed = set(scopes.split(client.metadata.get("scope")) or scopes.SUPPORTED)
         if not set(scopes.split(request.payload.scope)) <= allowed:
-            raise InvalidScopeError()
+            raise InvalidScopeError(f"this client may have {scopes.join(list(allowed)) or 'no scope'}")
         requested = _resource_param(request) or resources.api_resource(self.server.base)
         resource = resources.allowed_for(self.server.base, requested, str(client.owner_id))
         if resource is None:

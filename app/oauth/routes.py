@@ -15,9 +15,9 @@ from litestar.response import Redirect
 
 from app.accounts.principal import Principal
 from app.container import Container
-from app.errors import AppError, NotFound
+from app.errors import AppError, NotFound, RateLimited
 from app.oauth import resources
-from app.oauth.adapter import Reply
+from app.oauth.adapter import Reply, is_form
 from app.oauth.adapter import Request as OAuthRequest
 from app.oauth.service import AUTHORIZE_PARAMS, Consent, OAuthService
 from app.web.address_limits import registration_guard, token_guard
@@ -92,7 +92,7 @@ async def register(request: Request[Any, Any, Any], container: Container) -> Res
     await guard.check(request, container)
     try:
         body = json.loads(await request.body() or b"null")
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     registrant: Principal | None = None
     if request.headers.get("authorization"):
@@ -152,15 +152,26 @@ async def _form_request(
     request: Request[Any, Any, Any], container: Container, path: str
 ) -> tuple[OAuthService, OAuthRequest]:
     service = oauth_service(container)
-    form = _multi(await request.form())
+    # A body of another type is not parsed: the service refuses it (service.form_error).
+    form = _multi(await request.form()) if is_form(request.headers.get("content-type")) else {}
     # Credentials and codes belong in the body (RFC 6749 section 3.2); the query is ignored.
     return service, service.request("POST", path, request.headers, {}, form)
+
+
+def _token_limited(exc: RateLimited) -> Response[Any]:
+    """The failed-request limit, in the token endpoint's error shape (RFC 6749 section 5.2), Retry-After kept."""
+    body = {"error": "temporarily_unavailable", "error_description": exc.message}
+    headers = {**exc.headers, "Cache-Control": "no-store", "Pragma": "no-cache"}
+    return Response(content=body, status_code=exc.status_code, headers=headers, media_type=MediaType.JSON)
 
 
 @post("/oauth/token")
 async def token(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
     guard = token_guard(container.settings)
-    await guard.check(request, container)
+    try:
+        await guard.check(request, container)
+    except RateLimited as exc:
+        return _token_limited(exc)
     service, oauth_request = await _form_request(request, container, "/oauth/token")
     reply = await service.token(oauth_request)
     if reply.status >= 400:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from authlib.oauth2.rfc6749 import AuthorizationServer
+from authlib.oauth2.rfc6749 import AuthorizationServer, InvalidScopeError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -95,11 +95,15 @@ class EngramAuthorizationServer(AuthorizationServer):
         expires_in: int | None = None,
         include_refresh_token: bool = True,
     ) -> dict[str, Any]:
+        granted = scopes.join(scopes.split(scope))
+        if not granted:
+            # A token with neither scope would be refused wherever it is used (see verifier): never issue one.
+            raise InvalidScopeError(f"a token needs {scopes.MEMORIES_READ} or {scopes.MEMORIES_WRITE}")
         token: dict[str, Any] = {
             "token_type": "Bearer",
             "access_token": credentials.new_access_token(),
             "expires_in": int(ACCESS_TTL.total_seconds()),
-            "scope": scope or "",
+            "scope": granted,
         }
         if include_refresh_token:
             token["refresh_token"] = credentials.new_refresh_token()

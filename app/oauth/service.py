@@ -8,13 +8,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from authlib.oauth2.rfc6749 import InsecureTransportError, OAuth2Error
+from authlib.oauth2.rfc6749 import InsecureTransportError, InvalidRequestError, OAuth2Error
 
 from app.accounts.principal import Principal
 from app.db import Database
 from app.errors import AppError, ServiceUnavailable
 from app.oauth import clients, resources, scopes
-from app.oauth.adapter import RegistrationRequest, Reply, Request
+from app.oauth.adapter import FORM, RegistrationRequest, Reply, Request, is_form
 from app.oauth.clients import Client
 from app.oauth.documents import ClientDocuments, DocumentError, looks_like_document_id
 from app.oauth.server import EngramAuthorizationServer
@@ -57,6 +57,17 @@ class InvalidAuthorizationRequest(AppError):
     """Shown to the user as a page: the client cannot be told, as its identity or redirect URI is not trusted."""
 
     code = "invalid_request"
+
+
+def form_error(request: Request) -> OAuth2Error | None:
+    """What is wrong with a token, revocation or introspection request's body before its parameters are read."""
+    if not is_form(request.headers.get("content-type")):
+        return InvalidRequestError(f"the request body must be {FORM}")
+    for name, values in request.payload.datalist.items():
+        # RFC 6749 section 3.2; a repeated resource (RFC 8707) is answered with invalid_target by the grants.
+        if len(values) > 1 and name != "resource":
+            return InvalidRequestError(f"the parameter {name!r} must not be repeated")
+    return None
 
 
 def is_local_server(base: str) -> bool:
@@ -188,8 +199,17 @@ class OAuthService:
             reply = await self.server.run(session, respond)
         return reply.with_issuer(self.base)
 
+    def _refuse_form(self, request: Request) -> Reply | None:
+        error = form_error(request)
+        if error is None:
+            return None
+        reply: Reply = self.server.handle_error_response(request, error)
+        return reply
+
     async def token(self, request: Request) -> Reply:
         """The token endpoint: authorization_code, refresh_token and client_credentials."""
+        if refused := self._refuse_form(request):
+            return refused
         await self._prefetch_client(request.form.get("client_id"))
         async with self.db.session() as session:
             reply: Reply = await self.server.run(session, lambda: self.server.create_token_response(request))
@@ -197,6 +217,8 @@ class OAuthService:
 
     async def revoke(self, request: Request) -> Reply:
         """RFC 7009 revocation."""
+        if refused := self._refuse_form(request):
+            return refused
         await self._prefetch_client(request.form.get("client_id"))
         async with self.db.session() as session:
             reply: Reply = await self.server.run(
@@ -206,6 +228,8 @@ class OAuthService:
 
     async def introspect(self, request: Request) -> Reply:
         """RFC 7662 introspection, for confidential clients."""
+        if refused := self._refuse_form(request):
+            return refused
         async with self.db.session() as session:
             reply: Reply = await self.server.run(
                 session, lambda: self.server.create_endpoint_response("introspection", request)

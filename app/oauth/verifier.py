@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.accounts.principal import Principal
 from app.db import Database, utcnow
-from app.errors import Unauthorized
+from app.errors import Forbidden, Unauthorized
 from app.oauth import credentials, repository, resources, scopes
 
 
@@ -39,5 +39,10 @@ class OAuthTokenVerifier:
         requested = resources.parse(self.base, resource) if resource else None
         if requested is None or requested.url != row.resource:
             raise self._refuse(resource, f"the access token is for {row.resource}, not for this resource")
+        granted = scopes.principal_scopes(row.scope)
+        if not granted:
+            # None is issued any more (server._generate_token); one stored earlier must not read either.
+            description = f"the access token has neither {scopes.MEMORIES_READ} nor {scopes.MEMORIES_WRITE}"
+            raise Forbidden(description, headers=self.challenge(resource, "insufficient_scope", description))
         # The grant (token family) stays the same across refreshes, so MCP sessions bound to it survive them.
-        return Principal(row.user_id, scopes.principal_scopes(row.scope), key_id=row.family_id, via="oauth")
+        return Principal(row.user_id, granted, key_id=row.family_id, via="oauth")

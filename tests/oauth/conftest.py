@@ -5,17 +5,21 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import json
 import re
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
 
-from tests.harness import RunningServer
+from tests.harness import RunningServer, free_port
+from tests.mcp.test_endpoint import initialize
 from tests.mcp.test_mcp_remote import npx  # noqa: F401 (the shared fixture, pinned version and install)
 from tests.web.conftest import Browser
 
@@ -94,6 +98,16 @@ def get_code(browser: Browser, client_id: str, pkce: Pkce, resource: str) -> str
     return query["code"]
 
 
+def mcp_status(server: RunningServer, token: str, user_id: str, client_name: str = "claude-code") -> httpx.Response:
+    """Initialize an MCP session on the user's MCP URL with ``token``."""
+    with server.client(token) as http:
+        return http.post(
+            f"/mcp/v2/{client_name}/{user_id}",
+            json=initialize(),
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+
+
 def token_request(server: RunningServer, data: dict[str, str], auth: tuple[str, str] | None = None) -> httpx.Response:
     with server.client() as http:
         return http.post("/oauth/token", data=data, auth=auth)
@@ -150,5 +164,46 @@ def expire_access_token(server: RunningServer, access_token: str) -> None:
         async with server.container.db.session() as session:
             query = update(OAuthToken).where(OAuthToken.access_hash == digest(access_token))
             await session.execute(query.values(access_expires_at=utcnow() - timedelta(seconds=1)))
+
+    server.run(run())
+
+
+@pytest.fixture(scope="module")
+def document_server() -> Iterator[tuple[str, dict[str, Any]]]:
+    """A local HTTP server serving Client ID Metadata Documents (http is allowed for loopback on a local server);
+    a document given as bytes is served as it is."""
+    documents: dict[str, Any] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            document = documents.get(self.path, {})
+            body = document if isinstance(document, bytes) else json.dumps(document).encode()
+            self.send_response(200 if self.path in documents else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Cache-Control", "max-age=60")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", documents
+    server.shutdown()
+
+
+def set_token_scope(server: RunningServer, access_token: str, scope: str) -> None:
+    """Give an issued token another scope, as a token stored before a scope rule existed would have."""
+    from sqlalchemy import update
+
+    from app.oauth.credentials import digest
+    from app.oauth.models import OAuthToken
+
+    async def run() -> None:
+        async with server.container.db.session() as session:
+            query = update(OAuthToken).where(OAuthToken.access_hash == digest(access_token))
+            await session.execute(query.values(scope=scope))
 
     server.run(run())

@@ -7,7 +7,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from tests.harness import RunningServer, make_account
-from tests.mcp.test_endpoint import initialize
 from tests.oauth.conftest import (
     REDIRECT,
     approve,
@@ -17,6 +16,7 @@ from tests.oauth.conftest import (
     expire_access_token,
     get_code,
     mcp_resource,
+    mcp_status,
     new_pkce,
     redirect_query,
     register,
@@ -25,15 +25,6 @@ from tests.oauth.conftest import (
 from tests.web.conftest import Browser
 
 TokensFor = Callable[..., dict[str, Any]]
-
-
-def _mcp_status(api: RunningServer, token: str, user_id: str, client_name: str = "claude-code") -> Any:
-    with api.client(token) as http:
-        return http.post(
-            f"/mcp/v2/{client_name}/{user_id}",
-            json=initialize(),
-            headers={"Accept": "application/json, text/event-stream"},
-        )
 
 
 def test_authorize_sends_a_visitor_to_login_first(api: RunningServer) -> None:
@@ -101,10 +92,10 @@ def test_a_reused_code_is_refused_and_revokes_the_tokens_it_gave(api: RunningSer
     first = exchange(api, client["client_id"], code, pkce)
     assert first.status_code == 200
     access = first.json()["access_token"]
-    assert _mcp_status(api, access, user.user_id).status_code == 200
+    assert mcp_status(api, access, user.user_id).status_code == 200
     again = exchange(api, client["client_id"], code, pkce)
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
-    refused = _mcp_status(api, access, user.user_id)
+    refused = mcp_status(api, access, user.user_id)
     assert refused.status_code == 401 and "revoked" in refused.headers["www-authenticate"]
     refresh = token_request(
         api,
@@ -152,17 +143,17 @@ def test_a_token_works_only_on_the_resource_it_was_issued_for(
     other = Browser(api).signup()
     assert other.user_id is not None
     token = tokens_for(user)["access_token"]
-    assert _mcp_status(api, token, user.user_id).status_code == 200
-    foreign = _mcp_status(api, token, other.user_id)
+    assert mcp_status(api, token, user.user_id).status_code == 200
+    foreign = mcp_status(api, token, other.user_id)
     assert foreign.status_code == 401 and 'error="invalid_token"' in foreign.headers["www-authenticate"]
-    assert _mcp_status(api, token, user.user_id, client_name="cursor").status_code == 401
+    assert mcp_status(api, token, user.user_id, client_name="cursor").status_code == 401
     with api.client(token) as rest:
         refused = rest.get("/v1/memories")
     assert refused.status_code == 401 and "not for this resource" in refused.headers["www-authenticate"]
     api_token = tokens_for(user, resource=f"{api.base_url}/v1")["access_token"]
     with api.client(api_token) as rest:
         assert rest.get("/v1/memories").status_code == 200
-    assert _mcp_status(api, api_token, user.user_id).status_code == 401
+    assert mcp_status(api, api_token, user.user_id).status_code == 401
 
 
 def test_expired_and_revoked_tokens_are_refused_with_a_reason(
@@ -171,7 +162,7 @@ def test_expired_and_revoked_tokens_are_refused_with_a_reason(
     assert user.user_id is not None
     expiring = tokens_for(user)
     expire_access_token(api, expiring["access_token"])
-    expired = _mcp_status(api, expiring["access_token"], user.user_id)
+    expired = mcp_status(api, expiring["access_token"], user.user_id)
     assert (
         expired.status_code == 401
         and 'error_description="the access token has expired"' in expired.headers["www-authenticate"]
@@ -184,7 +175,7 @@ def test_expired_and_revoked_tokens_are_refused_with_a_reason(
             ).status_code
             == 200
         )
-    revoked = _mcp_status(api, revoking["access_token"], user.user_id)
+    revoked = mcp_status(api, revoking["access_token"], user.user_id)
     assert revoked.status_code == 401 and "has been revoked" in revoked.headers["www-authenticate"]
 
 
@@ -203,11 +194,11 @@ def test_refresh_rotates_and_a_reused_refresh_token_revokes_the_family(
     assert second.status_code == 200, second.text
     rotated = second.json()
     assert rotated["refresh_token"] != first["refresh_token"]
-    assert _mcp_status(api, rotated["access_token"], user.user_id).status_code == 200
+    assert mcp_status(api, rotated["access_token"], user.user_id).status_code == 200
     reused = refresh(first["refresh_token"])
     assert reused.status_code == 400 and "reuse" in reused.json()["error_description"]
-    assert _mcp_status(api, rotated["access_token"], user.user_id).status_code == 401
-    assert _mcp_status(api, first["access_token"], user.user_id).status_code == 401
+    assert mcp_status(api, rotated["access_token"], user.user_id).status_code == 401
+    assert mcp_status(api, first["access_token"], user.user_id).status_code == 401
     assert refresh(rotated["refresh_token"]).status_code == 400
 
 
@@ -252,7 +243,7 @@ def test_the_flow_and_reuse_detection_work_on_sqlite_too(sqlite_api: RunningServ
     pkce = new_pkce()
     code = get_code(browser, client["client_id"], pkce, mcp_resource(sqlite_api, browser.user_id))
     first = exchange(sqlite_api, client["client_id"], code, pkce).json()
-    assert _mcp_status(sqlite_api, first["access_token"], browser.user_id).status_code == 200
+    assert mcp_status(sqlite_api, first["access_token"], browser.user_id).status_code == 200
 
     def refresh(token: str) -> Any:
         data = {"grant_type": "refresh_token", "refresh_token": token, "client_id": client["client_id"]}
@@ -260,5 +251,5 @@ def test_the_flow_and_reuse_detection_work_on_sqlite_too(sqlite_api: RunningServ
 
     second = refresh(first["refresh_token"]).json()
     assert refresh(first["refresh_token"]).status_code == 400
-    assert _mcp_status(sqlite_api, second["access_token"], browser.user_id).status_code == 401
+    assert mcp_status(sqlite_api, second["access_token"], browser.user_id).status_code == 401
     browser.close()

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from tests.harness import RunningServer, free_port, make_account
+from tests.harness import RunningServer, make_account
 from tests.oauth.conftest import REDIRECT, authorize_params, exchange, get_code, mcp_resource, new_pkce, register
 from tests.web.conftest import Browser
 
@@ -77,30 +73,6 @@ def test_registration_refuses_bad_metadata(api: RunningServer, metadata: dict[st
         response = http.post("/oauth/register", json=body)
     assert response.status_code == 400, response.text
     assert response.json()["error"] == "invalid_client_metadata"
-
-
-@pytest.fixture(scope="module")
-def document_server() -> Iterator[tuple[str, dict[str, Any]]]:
-    """A local HTTP server serving Client ID Metadata Documents (http is allowed for loopback on a local server)."""
-    documents: dict[str, Any] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(documents.get(self.path, {})).encode()
-            self.send_response(200 if self.path in documents else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Cache-Control", "max-age=60")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", documents
-    server.shutdown()
 
 
 def test_client_id_metadata_document_client_completes_the_flow(
