@@ -36,13 +36,20 @@ async def page(
     limit: int,
     after: tuple[datetime, str] | None,
     scope: str | None = None,
+    written_in: tuple[str | None, str | None] = (None, None),
 ) -> Sequence[MemoryRecord]:
     """Newest first; ``after`` is the (created_at, id) of the last row of the previous page.
 
-    ``visibilities`` None means every memory of the tenant (the owner's own view)."""
+    ``visibilities`` None means every memory of the tenant (the owner's own view); ``written_in`` narrows it to the
+    memories written in a session (and by an agent), whatever their scope."""
     query = select(MemoryRecord).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
     if visibilities is not None:
         query = query.where(MemoryRecord.visibility.in_(visibilities))
+    session_name, agent_name = written_in
+    if session_name is not None:
+        query = query.where(MemoryRecord.session == session_name)
+    if agent_name is not None:
+        query = query.where(MemoryRecord.agent == agent_name)
     if scope is not None:
         query = query.where(MemoryRecord.scope == scope)
     if after is not None:

@@ -229,20 +229,23 @@ class MemoryService:
     ) -> list[SearchResult]:
         """Semantic search over the memories this identity may read, best first.
 
-        ``owner_view`` (the dashboard) searches every memory of the user when no session is named."""
+        ``owner_view`` (the dashboard) searches every memory of the user, or those written in the session (and by the
+        agent) it names, whatever their scope."""
         who = resolve_identity(principal, identity, request.session, request.agent)
-        everything = owner_view and not who.is_session
+        everything = owner_view
+        narrowed = everything and who.is_session
         hits = await self.engine.search(
             user_id=principal.user_id,
             query=request.query,
             visibilities=None if everything else readable_keys(who, scope),
             scope=scope,
-            limit=request.limit,
+            # The index filters by visibility, not by where a memory was written: over-fetch, then narrow below.
+            limit=min(request.limit * 4, 200) if narrowed else request.limit,
             threshold=request.threshold,
             tags=list(request.tags) if request.tags else None,
             metadata=request.metadata,
         )
-        results = []
+        results: list[SearchResult] = []
         for hit in hits:
             memory = hit.memory
             # Served from the index payload, which writes keep in step with the record; still, never trust it
@@ -250,6 +253,10 @@ class MemoryService:
             if memory.user_id != principal.user_id or not (everything or can_read(who, memory.visibility)):
                 log.error("index returned memory %s outside the caller's view; skipped", hit.id)
                 continue
+            if narrowed and (memory.session != who.session or (who.agent and memory.agent != who.agent)):
+                continue
+            if len(results) == request.limit:
+                break
             results.append(
                 SearchResult(
                     id=memory.id,
@@ -280,11 +287,12 @@ class MemoryService:
     ) -> MemoryPage:
         """The readable memories, newest first, one page at a time; tags must all be present.
 
-        ``owner_view`` (the dashboard) lists every memory of the user when no session is named."""
+        ``owner_view`` (the dashboard) lists every memory of the user, or those written in the session (and by the
+        agent) it names, whatever their scope."""
         who = resolve_identity(principal, identity, session, agent)
         if not 1 <= limit <= 200:
             raise ValidationFailed("limit must be between 1 and 200", field="limit")
-        everything = owner_view and not who.is_session
+        everything = owner_view
         visibilities = None if everything else readable_keys(who, scope)
         after = decode_cursor(cursor) if cursor else None
         wanted = set(tags)
@@ -299,6 +307,7 @@ class MemoryService:
                     limit=limit if not wanted else limit * 4,
                     after=after,
                     scope=scope if everything else None,
+                    written_in=(who.session, who.agent) if everything else (None, None),
                 )
                 if not rows:
                     break

@@ -30,12 +30,17 @@ def test_lists_filters_and_searches_memories(browser: Callable[[], Browser]) -> 
         in_session = _add(api, "The login page is being rewritten", session="web", agent="claude")
         own = _add(api, "My private scratch note", session="web", agent="claude", scope="agent")
 
-    # The owner sees everything of theirs; naming a session shows what that session's agents see.
+    # The owner sees everything of theirs; naming a session (and agent) shows what was written there, any scope.
     assert set(_ids(me.get("/dashboard/memories").text)) == {pnpm, deploy, in_session, own}
     assert _ids(me.get("/dashboard/memories", params={"scope": "agent"}).text) == [own]
-    assert set(_ids(me.get("/dashboard/memories", params={"session": "web"}).text)) == {pnpm, deploy, in_session}
+    assert set(_ids(me.get("/dashboard/memories", params={"session": "web"}).text)) == {in_session, own}
     assert _ids(me.get("/dashboard/memories", params={"session": "web", "scope": "session"}).text) == [in_session]
-    assert own in _ids(me.get("/dashboard/memories", params={"session": "web", "agent": "claude"}).text)
+    assert _ids(me.get("/dashboard/memories", params={"session": "web", "scope": "agent"}).text) == [own]
+    assert set(_ids(me.get("/dashboard/memories", params={"session": "web", "agent": "claude"}).text)) == {
+        in_session,
+        own,
+    }
+    assert _ids(me.get("/dashboard/memories", params={"session": "other"}).text) == []
     assert _ids(me.get("/dashboard/memories", params={"tag": "ops"}).text) == [deploy]
 
     page = me.get("/dashboard/memories", params={"q": "which package manager does the build use?"})
@@ -44,6 +49,12 @@ def test_lists_filters_and_searches_memories(browser: Callable[[], Browser]) -> 
     assert _ids(me.get("/dashboard/memories", params={"q": "package manager", "tag": "ops"}).text) == [deploy]
     page = me.get("/dashboard/memories", params={"q": "login page", "session": "web", "scope": "session"})
     assert _ids(page.text) == [in_session]
+    # The build note matches best, but it was written outside "web": only what was written there is shown.
+    found = _ids(me.get("/dashboard/memories", params={"q": "which package manager does the build use?"}).text)
+    in_web = _ids(
+        me.get("/dashboard/memories", params={"q": "which package manager does the build use?", "session": "web"}).text
+    )
+    assert found[0] == pnpm and in_web and set(in_web) <= {in_session, own}
 
 
 def test_memory_content_is_escaped(browser: Callable[[], Browser]) -> None:
