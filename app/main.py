@@ -16,6 +16,7 @@ from litestar import Litestar
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
 
 from app.accounts.auth import Authenticator
 from app.container import Container, provide_container, provide_principal
@@ -159,6 +160,18 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             description="Hosted memory for AI coding agents.",
             path="/docs",
             render_plugins=[SwaggerRenderPlugin()],
+            components=Components(
+                security_schemes={
+                    "bearer": SecurityScheme(
+                        type="http",
+                        scheme="bearer",
+                        description="An API key (egk_...) or an OAuth access token for {base}/v1",
+                    ),
+                    "apiKey": SecurityScheme(
+                        type="apiKey", name="X-API-Key", security_scheme_in="header", description="An API key"
+                    ),
+                }
+            ),
         ),
         # Logging is the process's (app.observability.logs, set up by `engram serve`), not each app's.
         logging_config=None,

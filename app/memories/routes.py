@@ -41,6 +41,7 @@ class SingleAddResponse(CreatedMemory):
 class MemoryController(Controller):
     path = "/v1"
     guards = [authenticated]
+    security = [{"bearer": []}, {"apiKey": []}]
     tags = ["memories"]
 
     @post("/memories", status_code=HTTP_201_CREATED, summary="Add one memory, or a batch with {'memories': [...]}")

@@ -45,6 +45,7 @@ class BroadcastIn(_In):
 class SessionController(Controller):
     path = "/v1/sessions/{session:str}"
     guards = [authenticated]
+    security = [{"bearer": []}, {"apiKey": []}]
     tags = ["sessions"]
 
     @post("/claims", status_code=HTTP_200_OK, summary="Claim files, all or none")

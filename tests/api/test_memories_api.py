@@ -290,3 +290,7 @@ def test_health_readiness_and_openapi(api: RunningServer) -> None:
         schema = http.get("/docs/openapi.json").json()
     assert "/v1/memories/search" in schema["paths"]
     assert "/v1/memories/{memory_id}" in schema["paths"]
+    # Clients generated from the schema know how to authenticate.
+    assert set(schema["components"]["securitySchemes"]) == {"bearer", "apiKey"}
+    assert schema["paths"]["/v1/memories/search"]["post"]["security"] == [{"bearer": []}, {"apiKey": []}]
+    assert schema["paths"]["/v1/sessions/{session}/status"]["get"]["security"] == [{"bearer": []}, {"apiKey": []}]
