@@ -119,13 +119,15 @@ class Registration(ClientRegistrationEndpoint):
     ) -> Client:
         secret = client_info.get("client_secret")
         grants_ = client_metadata.get("grant_types") or []
-        owner = request.registrant.user_id if request.registrant and clients.MACHINE_GRANT in grants_ else None
+        registrant = request.registrant if clients.MACHINE_GRANT in grants_ else None
         row = OAuthClient(
             id=client_info["client_id"],
             secret_hash=credentials.digest(secret) if secret else None,
-            owner_id=owner,
+            owner_id=registrant.user_id if registrant else None,
             client_metadata=client_metadata,
+            registered_with_key=registrant.key_id if registrant and registrant.via == "api_key" else None,
         )
+        owner = row.owner_id
         repository.add(db(), row)
         return Client(row.id, client_metadata, row.secret_hash, owner)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from authlib.oauth2.rfc6749 import (
     AuthorizationCodeMixin,
+    InvalidClientError,
     InvalidGrantError,
     InvalidRequestError,
     InvalidScopeError,
@@ -209,6 +210,10 @@ class MachineGrant(grants.ClientCredentialsGrant):
         super().validate_token_request()
         request: Request = self.request
         client: Client = request.client
+        if repository.registering_key_revoked(db(), client.client_id):
+            raise InvalidClientError(
+                description="the API key that registered this client has been revoked; register a new client"
+            )
         allowed = set(scopes.split(client.metadata.get("scope")) or scopes.SUPPORTED)
         if not set(scopes.split(request.payload.scope)) <= allowed:
             raise InvalidScopeError(f"this client may have {scopes.join(list(allowed)) or 'no scope'}")

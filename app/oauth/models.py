@@ -27,6 +27,8 @@ class OAuthClient(Base):
     owner_id: Mapped[str | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True, default=None)
     client_metadata: Mapped[dict[str, Any]] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The API key a machine client was registered with: revoking that key cuts the client and its tokens off.
+    registered_with_key: Mapped[str | None] = mapped_column(String(32), index=True, default=None)
 
 
 class OAuthCode(Base):

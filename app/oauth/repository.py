@@ -13,6 +13,7 @@ from sqlalchemy import CursorResult, bindparam, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import Session
 
+from app.accounts.models import ApiKey
 from app.db import Database
 from app.oauth.models import OAuthClient, OAuthCode, OAuthToken
 
@@ -72,15 +73,28 @@ def revoke_token(session: Session, token_id: str, when: datetime) -> None:
 
 
 _tokens = OAuthToken.__table__.c
-_TOKEN_BY_ACCESS = select(
-    _tokens.id,
-    _tokens.family_id,
-    _tokens.user_id,
-    _tokens.scope,
-    _tokens.resource,
-    _tokens.access_expires_at,
-    _tokens.revoked_at,
-).where(_tokens.access_hash == bindparam("access_hash"))
+_clients = OAuthClient.__table__.c
+_keys = ApiKey.__table__.c
+_TOKEN_BY_ACCESS = (
+    select(
+        _tokens.id,
+        _tokens.family_id,
+        _tokens.user_id,
+        _tokens.scope,
+        _tokens.resource,
+        _tokens.access_expires_at,
+        _tokens.revoked_at,
+        _clients.registered_with_key,
+        _keys.id,
+        _keys.revoked_at,
+    )
+    .select_from(
+        OAuthToken.__table__.outerjoin(OAuthClient.__table__, _clients.id == _tokens.client_id).outerjoin(
+            ApiKey.__table__, _keys.id == _clients.registered_with_key
+        )
+    )
+    .where(_tokens.access_hash == bindparam("access_hash"))
+)
 
 
 class AccessRow(NamedTuple):
@@ -91,6 +105,25 @@ class AccessRow(NamedTuple):
     resource: str
     access_expires_at: datetime
     revoked_at: datetime | None
+    registered_with_key: str | None
+    key_id: str | None
+    key_revoked_at: datetime | None
+
+    @property
+    def registering_key_revoked(self) -> bool:
+        """A machine client's tokens live only as long as the API key that registered the client."""
+        return self.registered_with_key is not None and (self.key_id is None or self.key_revoked_at is not None)
+
+
+def registering_key_revoked(session: Session, client_id: str) -> bool:
+    """Whether ``client_id`` was registered with an API key that has since been revoked (or deleted)."""
+    query = (
+        select(_clients.registered_with_key, _keys.id, _keys.revoked_at)
+        .select_from(OAuthClient.__table__.outerjoin(ApiKey.__table__, _keys.id == _clients.registered_with_key))
+        .where(_clients.id == client_id)
+    )
+    row = session.execute(query).first()
+    return row is not None and row[0] is not None and (row[1] is None or row[2] is not None)
 
 
 async def access_row(db: Database, access_hash: str) -> AccessRow | None:

@@ -36,6 +36,8 @@ class OAuthTokenVerifier:
             raise self._refuse(resource, "the access token has been revoked")
         if row.access_expires_at <= utcnow():
             raise self._refuse(resource, "the access token has expired")
+        if row.registering_key_revoked:
+            raise self._refuse(resource, "the API key that registered this client has been revoked")
         requested = resources.parse(self.base, resource) if resource else None
         if requested is None or requested.url != row.resource:
             raise self._refuse(resource, f"the access token is for {row.resource}, not for this resource")

@@ -225,6 +225,31 @@ def test_client_credentials_with_a_wrong_secret_or_unknown_client_is_refused(api
     assert not_machine.status_code in (400, 401)
 
 
+def test_revoking_the_key_that_registered_a_machine_client_cuts_the_client_off(api: RunningServer) -> None:
+    owner = make_account(api)
+    client = register(
+        api, key=owner.key, grant_types=["client_credentials"], token_endpoint_auth_method="client_secret_basic"
+    )
+    credentials = (client["client_id"], client["client_secret"])
+    token = token_request(api, {"grant_type": "client_credentials"}, auth=credentials).json()["access_token"]
+    with api.client(token) as rest:
+        assert rest.get("/v1/memories").status_code == 200
+        api.run(_revoke(api, owner.key_id))
+        cut_off = rest.get("/v1/memories")
+    assert cut_off.status_code == 401
+    assert "revoked" in cut_off.json()["error"]["message"]
+    again = token_request(api, {"grant_type": "client_credentials"}, auth=credentials)
+    assert again.status_code in (400, 401) and again.json()["error"] == "invalid_client"
+    assert "revoked" in again.json()["error_description"]
+
+
+async def _revoke(api: RunningServer, key_id: str) -> None:
+    from app.accounts import service as accounts
+
+    async with api.container.db.session() as session:
+        await accounts.revoke_key(session, key_id)
+
+
 def test_a_read_only_grant_cannot_write(api: RunningServer, user: Browser) -> None:
     client = register(api, scope="memories:read")
     pkce = new_pkce()
