@@ -22,14 +22,13 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from app.observability.logs import configure_logging
 
     configure_logging(settings.log_format, settings.log_level)
-    host = args.host or settings.host
-    port = args.port or settings.port
-    if args.host or args.port:
-        settings = settings.model_copy(update={"host": host, "port": port})
+    flags = {name: value for name, value in (("host", args.host), ("port", args.port)) if value is not None}
+    # Same as ENGRAM_HOST / ENGRAM_PORT: the advertised URL follows them unless ENGRAM_PUBLIC_BASE_URL is set.
+    settings = settings.model_copy(update=flags)
     uvicorn.run(
         create_app(settings),
-        host=host,
-        port=port,
+        host=settings.host,
+        port=settings.port,
         log_level=settings.log_level,
         # Our handler formats uvicorn's error log too; the access log is ours (app.observability.middleware).
         log_config=None,
@@ -121,9 +120,17 @@ def _keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
 
 def _reindex(_: argparse.Namespace, settings: Settings) -> int:
     from app.main import build_container, close_container
+    from app.memories.engine import IndexInUse
 
     async def work() -> int:
-        container = await build_container(settings)
+        try:
+            container = await build_container(settings)
+        except IndexInUse as exc:
+            # Refused before anything was read or written: the running server's index is untouched.
+            raise IndexInUse(
+                f"{exc.message}, probably by a running server; "
+                "stop the server first, or run reindex against a Qdrant server (ENGRAM_QDRANT_URL)"
+            ) from exc
         try:
             total = await container.memories.reindex()
         finally:
@@ -166,10 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_logging(settings: Settings) -> None:
+    """Commands print their own result; libraries' warnings and above still reach stderr, formatted as the server's."""
+    from app.observability.logs import configure_logging
+
+    configure_logging(settings.log_format, "warning" if settings.log_level.lower() == "info" else settings.log_level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    settings = get_settings()
+    if args.run is not _serve:  # serve sets up its own (request logs at info)
+        _quiet_logging(settings)
     try:
-        code: int = args.run(args, get_settings())
+        code: int = args.run(args, settings)
     except AppError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1

@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     llm_api_key: str | None = None
     llm_model: str = "gpt-4o-mini"
 
-    # What clients are told to connect to (install commands, OAuth metadata).
+    # What clients are told to connect to (install commands, OAuth metadata). Unset: http://{host}:{port}.
     public_base_url: str | None = None
 
     # Keys are stored as HMAC-SHA256(secret_key, key). Unset: generated once and kept in data_dir.
@@ -68,10 +68,9 @@ class Settings(BaseSettings):
     log_level: str = "info"
 
     @model_validator(mode="after")
-    def _derive_defaults(self) -> Settings:
-        if self.public_base_url is None:
-            self.public_base_url = f"http://{self.host}:{self.port}"
-        self.public_base_url = self.public_base_url.rstrip("/")
+    def _normalise(self) -> Settings:
+        if self.public_base_url is not None:
+            self.public_base_url = self.public_base_url.rstrip("/")
         return self
 
     @property
@@ -86,8 +85,8 @@ class Settings(BaseSettings):
 
     @property
     def resolved_public_base_url(self) -> str:
-        assert self.public_base_url is not None
-        return self.public_base_url
+        # Derived on every read, so a copy with another host or port (``engram serve --port``) advertises that one.
+        return self.public_base_url or f"http://{self.host}:{self.port}"
 
     def ensure_data_dir(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -15,6 +19,30 @@ ENGRAM = str(Path(sys.executable).with_name("engram"))
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([ENGRAM, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+@contextmanager
+def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
+    """``engram serve *args`` until the block ends; yields the file its log (stderr) goes to, readable after."""
+    fd, name = tempfile.mkstemp(prefix="serve-", suffix=".log", dir=env["ENGRAM_DATA_DIR"])
+    log = Path(name)
+    with os.fdopen(fd, "wb") as sink:
+        proc = subprocess.Popen([ENGRAM, "serve", *args], env=env, stdout=subprocess.DEVNULL, stderr=sink)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not come up: {log.read_text(errors='replace')[-4000:]}")
+            time.sleep(0.1)
+        yield log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def _env(tmp_path: Path, database_url: str | None = None) -> dict[str, str]:
@@ -93,7 +121,8 @@ def test_reindex_rebuilds_the_index_from_the_database(tmp_path: Path) -> None:
 
     result = _run(env, "reindex")
     assert result.returncode == 0, result.stderr
-    assert "reindexed 5 memories" in result.stdout
+    assert result.stdout == "reindexed 5 memories into qdrant-edge\n"
+    assert result.stderr == ""
 
     server = _start(env, port)
     try:
@@ -104,3 +133,70 @@ def test_reindex_rebuilds_the_index_from_the_database(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_serve_port_flag_moves_every_advertised_url(tmp_path: Path) -> None:
+    from tests.harness import free_port
+
+    env = _env(tmp_path)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    assert _run(env, "migrate").returncode == 0
+    with _serving(env, port, "--host", "127.0.0.1", "--port", str(port)), httpx.Client(base_url=base) as http:
+        challenge = http.get("/v1/memories")
+        assert challenge.status_code == 401
+        assert (
+            f'resource_metadata="{base}/.well-known/oauth-protected-resource/v1"'
+            in challenge.headers["www-authenticate"]
+        )
+        assert http.get("/.well-known/oauth-protected-resource/v1").json()["resource"] == f"{base}/v1"
+        assert http.get("/.well-known/oauth-authorization-server").json()["issuer"] == base
+
+
+def test_a_configured_public_url_wins_over_the_port_flag(tmp_path: Path) -> None:
+    from tests.harness import free_port
+
+    env = _env(tmp_path)
+    env["ENGRAM_PUBLIC_BASE_URL"] = "https://engram.example.test/"
+    port = free_port()
+    assert _run(env, "migrate").returncode == 0
+    with _serving(env, port, "--port", str(port)), httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+        assert http.get("/.well-known/oauth-authorization-server").json()["issuer"] == "https://engram.example.test"
+
+
+def test_reindex_refuses_while_a_server_holds_the_index(tmp_path: Path) -> None:
+    from tests.harness import free_port
+
+    env = _env(tmp_path)
+    port = free_port()
+    env["ENGRAM_PORT"] = str(port)
+    assert _run(env, "migrate").returncode == 0
+    user_id = _run(env, "users", "create", "busy@example.test").stdout.strip()
+    key = _run(env, "keys", "create", user_id).stdout.strip()
+    base, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
+
+    def add(http: httpx.Client, n: int) -> str:
+        response = http.post("/v1/memories", json={"content": f"busy index probe {n} kiwi{n}"})
+        assert response.status_code == 201, response.text
+        memory_id: str = response.json()["id"]
+        return memory_id
+
+    with _serving(env, port) as log, httpx.Client(base_url=base, headers=headers) as http:
+        ids = [add(http, n) for n in range(3)]
+        refused = _run(env, "reindex")
+        assert refused.returncode == 1
+        assert refused.stdout == ""
+        assert f"the vector index at {tmp_path / 'qdrant-edge' / 'engram_memories'} is in use" in refused.stderr
+        assert "stop the server first, or run reindex against a Qdrant server" in refused.stderr
+        ids += [add(http, n) for n in range(3, 6)]
+        assert http.get("/readyz").json()["checks"]["vector_index"]["status"] == "ok"
+    # Stopping flushes the index one last time, and a failed flush is logged: the server's files were left intact.
+    assert "flush of" not in log.read_text()
+
+    with _serving(env, port) as log, httpx.Client(base_url=base, headers=headers) as http:
+        for memory_id in ids:
+            assert http.get(f"/v1/memories/{memory_id}").status_code == 200
+        found = http.post("/v1/memories/search", json={"query": "busy index probe 4 kiwi4", "limit": 6}).json()
+        assert found["results"][0]["id"] == ids[4]
+        assert {r["id"] for r in found["results"]} == set(ids)
+    assert "flush of" not in log.read_text()

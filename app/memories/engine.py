@@ -46,6 +46,10 @@ _UPSERT_CHUNK = 256
 LLM_TIMEOUT_SECONDS = 60.0
 
 
+class IndexInUse(ServiceUnavailable):
+    """Another process (usually a running server) has the embedded vector index open."""
+
+
 @dataclass(frozen=True, slots=True)
 class IndexedMemory:
     """What goes into / comes out of the index payload."""
@@ -115,7 +119,7 @@ class MemoryEngine:
         from mem0.llms.configs import LlmConfig
         from mem0.vector_stores.configs import VectorStoreConfig
 
-        from app.memories.vector_stores import EdgeStoreConfig, ServerQdrantConfig, StoreError
+        from app.memories.vector_stores import EdgeStoreConfig, IndexLocked, ServerQdrantConfig, StoreError
 
         _register_providers()
         store_config: EdgeStoreConfig | ServerQdrantConfig
@@ -156,6 +160,8 @@ class MemoryEngine:
         )
         try:
             memory = _memory_class()(config)
+        except IndexLocked as exc:
+            raise IndexInUse(str(exc)) from exc
         except StoreError as exc:
             raise ServiceUnavailable(f"memory index unavailable: {exc}") from exc
         if llm_base_url:
@@ -397,7 +403,7 @@ class MemoryEngine:
                 self._store.delete(memory_id)
 
     def _reset(self) -> None:
-        with self._reset_lock:
+        with self._reset_lock, _without_reset_notice():
             self._memory.reset()
             self._store = self._memory.vector_store
 
@@ -446,6 +452,22 @@ def _translate_errors() -> Iterator[None]:
     except Exception as exc:
         log.exception("memory engine failure")
         raise ServiceUnavailable("the memory engine failed") from exc
+
+
+class _ResetNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Resetting all memories"
+
+
+@contextlib.contextmanager
+def _without_reset_notice() -> Iterator[None]:
+    """mem0 warns "Resetting all memories" on every reset; ours are on purpose and their caller reports them."""
+    mem0_log, notice = logging.getLogger("mem0.memory.main"), _ResetNotice()
+    mem0_log.addFilter(notice)
+    try:
+        yield
+    finally:
+        mem0_log.removeFilter(notice)
 
 
 def _is_uuid(value: str) -> bool:

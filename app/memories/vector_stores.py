@@ -13,6 +13,7 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 import builtins
 import contextlib
+import fcntl
 import logging
 import shutil
 import threading
@@ -58,6 +59,14 @@ class FilterError(ValueError):
 
 class StoreError(RuntimeError):
     """The vector store itself failed (I/O, closed, unreachable)."""
+
+
+class IndexLocked(StoreError):
+    """Another process has the embedded index open (qdrant-edge: one process per data path)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"the vector index at {path} is in use by another process")
+        self.path = path
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +228,34 @@ _OPEN_SHARDS: set[Path] = set()
 _OPEN_SHARDS_LOCK = threading.Lock()
 
 
+def _lock_exclusively(shard_path: Path) -> int:
+    """Take the shard from every other process before anything reads it; the descriptor holds the lock until closed.
+
+    Checking is not left to the engine: ``EdgeShard.load`` opens (and rewrites) the segments' files before it tries
+    its WAL lock, so a second process that merely tried to load a shard in use broke the owner's flushes. Our lock
+    file sits beside the shard so that ``reset`` (which deletes the shard's directory) keeps it. The engine's own WAL
+    lock (a flock on ``wal/``) is probed too, for an owner that predates our lock file.
+    """
+    shard_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(shard_path.with_name(shard_path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        wal = shard_path / "wal"
+        if wal.is_dir():
+            wal_fd = os.open(wal, os.O_RDONLY)
+            try:
+                fcntl.flock(wal_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(wal_fd)  # releases the probe
+    except BlockingIOError:
+        os.close(fd)
+        raise IndexLocked(shard_path) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 class EdgeStoreConfig(BaseModel):
     """What mem0's VectorStoreFactory passes to ``EdgeVectorStore`` (mem0 also deep-copies it for its entity store)."""
 
@@ -231,13 +268,16 @@ class EdgeStoreConfig(BaseModel):
 class EdgeVectorStore(VectorStoreBase):
     """mem0 store on Qdrant's own engine in-process: one shard per collection under ``path``.
 
+    One process at a time: opening takes a lock file beside the shard (``IndexLocked`` if another process holds it)
+    before reading any of the shard's files, and closing lets it go.
+
     Concurrency: searches run in parallel (the engine releases the GIL while querying) and alongside writes, which
     the engine's own segment locks make safe; writes are serialised behind one lock; close/reset wait for everything.
 
     Durability: an upsert is in the shard's write-ahead log when ``update`` returns, which survives the process being
     killed (SIGKILL) without a flush. ``flush()`` (about 10 ms: it syncs to disk) makes it survive the machine
     losing power as well; a background thread flushes every ``flush_interval`` seconds when something changed
-    (0 = flush after every write).
+    (0 = flush after every write). While flushes fail, ``ping`` (readiness) fails too.
 
     No HNSW: ``optimize()`` builds it, but holds the GIL for its whole run (31 s at 63k points, freezing every
     thread of the server), and tenant-filtered searches don't need it, because the planner walks the ``user_id``
@@ -261,7 +301,15 @@ class EdgeVectorStore(VectorStoreBase):
         self._write_lock = threading.Lock()
         self._dirty = False
         self._closed = False
-        self._shard = self._open()
+        # The last flush's failure until one succeeds: ``ping`` (readiness) reports it.
+        self._flush_failure: StoreError | None = None
+        self._lock_fd: int | None = None
+        self._claim()
+        try:
+            self._shard = self._load_or_create()
+        except BaseException:
+            self._unclaim()
+            raise
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         if flush_interval > 0:
@@ -331,10 +379,12 @@ class EdgeVectorStore(VectorStoreBase):
 
     def delete_col(self) -> None:
         with self._gate.exclusive(), self._write_lock:
-            self._shard.close()
-            self._release()
+            self._own()  # never delete files another process has open
+            if not self._closed:
+                self._shard.close()
+                self._closed = True
             shutil.rmtree(self.shard_path, ignore_errors=True)
-            self._closed = True
+            self._unclaim()
 
     def col_info(self) -> dict[str, Any]:
         info = self._read(lambda shard: shard.info())
@@ -348,13 +398,15 @@ class EdgeVectorStore(VectorStoreBase):
     def reset(self) -> None:
         """Drop every point and start an empty shard at the same place."""
         with self._gate.exclusive(), self._write_lock:
+            self._own()  # held throughout: nobody else can open the shard between the delete and the new one
             if not self._closed:
                 self._shard.close()
-                self._release()
+                self._closed = True  # until the new shard is open
             shutil.rmtree(self.shard_path, ignore_errors=True)
-            self._shard = self._open()
+            self._shard = self._load_or_create()
             self._closed = False
             self._dirty = False
+            self._flush_failure = None
 
     # Engram's extras -------------------------------------------------------------------------------------------
 
@@ -375,6 +427,8 @@ class EdgeVectorStore(VectorStoreBase):
 
     def ping(self) -> None:
         self._read(lambda shard: shard.info())
+        if self._flush_failure is not None:
+            raise StoreError(f"writes are not reaching disk: {self._flush_failure}")
 
     def flush(self) -> None:
         """Sync everything written so far to disk."""
@@ -391,28 +445,36 @@ class EdgeVectorStore(VectorStoreBase):
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join()
         with self._gate.exclusive(), self._write_lock:
-            if self._closed:
-                return
-            with contextlib.suppress(Exception):
-                self._shard.flush()
-            self._shard.close()
-            self._release()
-            self._closed = True
+            if not self._closed:
+                try:
+                    self._shard.flush()
+                except Exception:
+                    log.exception("final flush of %s failed", self.shard_path)
+                self._shard.close()
+                self._closed = True
+            self._unclaim()
 
     # internals ------------------------------------------------------------------------------------------------
 
-    def _open(self) -> qe.EdgeShard:
-        # The engine's WAL lock keeps other processes out, but a second load in this process succeeds and the two
-        # shards would then corrupt each other.
+    def _claim(self) -> None:
+        """Make the shard this store's alone, in this process and every other, without touching its files."""
         with _OPEN_SHARDS_LOCK:
+            # Checked first: our lock file would refuse this process's second store too, but with a misleading reason.
             if self.shard_path.resolve() in _OPEN_SHARDS:
                 raise StoreError(f"the vector index at {self.shard_path} is already open in this process")
-            shard = self._load_or_create()
+            self._lock_fd = _lock_exclusively(self.shard_path)
             _OPEN_SHARDS.add(self.shard_path.resolve())
-        return shard
 
-    def _release(self) -> None:
+    def _own(self) -> None:
+        if self._lock_fd is None:
+            self._claim()
+
+    def _unclaim(self) -> None:
         with _OPEN_SHARDS_LOCK:
+            if self._lock_fd is None:
+                return
+            os.close(self._lock_fd)
+            self._lock_fd = None
             _OPEN_SHARDS.discard(self.shard_path.resolve())
 
     def _load_or_create(self) -> qe.EdgeShard:
@@ -461,8 +523,13 @@ class EdgeVectorStore(VectorStoreBase):
 
     def _flush_locked(self) -> None:
         if self._dirty and not self._closed:
-            self._call(self._shard.flush)
+            try:
+                self._call(self._shard.flush)
+            except StoreError as exc:
+                self._flush_failure = exc
+                raise
             self._dirty = False
+            self._flush_failure = None
 
     def _flush_loop(self) -> None:
         while not self._stop.wait(self.flush_interval):
