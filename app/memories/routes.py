@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from litestar import Controller, Response, delete, get, patch, post
 from litestar.params import Parameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from app.accounts.principal import Principal
 from app.container import Container, authenticated
@@ -27,7 +27,11 @@ from app.memories.schemas import (
 )
 from app.memories.scopes import Scope
 
-_add_body: TypeAdapter[MemoryIn | MemoryBatchIn] = TypeAdapter(MemoryIn | MemoryBatchIn)
+
+def _parse_add(data: dict[str, Any]) -> MemoryIn | MemoryBatchIn:
+    """One memory, or a batch when the body has ``memories``: validated as that one shape, so errors name its fields."""
+    model: type[MemoryIn] | type[MemoryBatchIn] = MemoryBatchIn if "memories" in data else MemoryIn
+    return model.model_validate(data)
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -49,7 +53,7 @@ class MemoryController(Controller):
         self, data: dict[str, Any], principal: Principal, container: Container
     ) -> Response[SingleAddResponse | BatchResponse]:
         try:
-            body = _add_body.validate_python(data)
+            body = _parse_add(data)
         except ValidationError as exc:
             raise ValidationFailed(_validation_message(exc)) from None
         items = body.memories if isinstance(body, MemoryBatchIn) else [body]

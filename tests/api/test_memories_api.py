@@ -276,6 +276,9 @@ def test_bad_input_gets_clear_errors(api: RunningServer) -> None:
         error = response.json()["error"]
         assert error["code"] and error["message"]
     assert cases[4].json()["error"]["message"].startswith("agent needs a session")
+    # Errors name the fields of the shape that was sent, not the internal model names of both shapes.
+    assert cases[1].json()["error"]["message"].startswith("scope:")
+    assert "MemoryIn" not in cases[1].text and "MemoryBatchIn" not in cases[1].text
     assert "session" in cases[5].json()["error"]["message"]
     assert "LLM" in cases[6].json()["error"]["message"]
 
