@@ -41,6 +41,20 @@ def parse_cursor(cursor: str) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
+# Cursors are stream ids stamped by a clock (Redis's or this process's); allow for skew between machines.
+FUTURE_SLACK_MS = 5 * 60 * 1000
+
+
+def parse_resume_cursor(cursor: str) -> tuple[int, int]:
+    """A cursor to read after: well formed, and not ahead of the feed, which would silently skip every change."""
+    position = parse_cursor(cursor)
+    if position[0] > now_ms() + FUTURE_SLACK_MS:
+        raise ValidationFailed(
+            f"cursor {cursor[:40]!r} is ahead of the change feed: pass back a cursor that a sync or a change returned"
+        )
+    return position
+
+
 def format_cursor(ms: int, seq: int) -> str:
     """The cursor string of a feed position."""
     return f"{ms}-{seq}"

@@ -23,6 +23,7 @@ from app.coordination.cursors import (
     ms_to_datetime,
     now_ms,
     parse_cursor,
+    parse_resume_cursor,
 )
 from app.coordination.events import change_event, claim_event, release_event
 from app.coordination.models import (
@@ -199,7 +200,7 @@ class MemoryCoordination:
         if exclude_agent is not None:
             rules.check_agent(exclude_agent, "exclude_agent")
         if since is not None:
-            after = parse_cursor(since)
+            after = parse_resume_cursor(since)
             cursor = since
         elif since_time is not None:
             cursor = cursor_before(datetime_to_ms(since_time))

@@ -29,13 +29,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.coordination import redis_scripts, rules
 from app.coordination.cursors import (
-    MAX_PART,
     START,
     cursor_before,
     datetime_to_ms,
     ms_to_datetime,
     now_ms,
-    parse_cursor,
+    parse_resume_cursor,
 )
 from app.coordination.errors import CoordinationUnavailable
 from app.coordination.events import change_event, claim_event, decode_event, encode_event, release_event
@@ -250,8 +249,7 @@ class RedisCoordination:
             rules.check_agent(exclude_agent, "exclude_agent")
         feed = self._key(key, "feed")
         if since is not None:
-            if parse_cursor(since) == (MAX_PART, MAX_PART):
-                return ChangePage(changes=[], cursor=since)
+            parse_resume_cursor(since)
             cursor, start = since, f"({since}"
         elif since_time is not None:
             cursor = cursor_before(datetime_to_ms(since_time))

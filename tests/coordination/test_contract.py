@@ -210,6 +210,17 @@ async def test_invalid_cursor_is_a_validation_error(coord: Coordination, key: Se
         await coord.changes(key, since=cursor)
 
 
+@pytest.mark.parametrize("cursor", ["9999999999999-0", "18446744073709551615-18446744073709551615"])
+async def test_a_cursor_ahead_of_the_feed_is_refused_not_a_silent_skip(
+    coord: Coordination, key: SessionKey, cursor: str
+) -> None:
+    with pytest.raises(ValidationFailed, match="ahead of the change feed"):
+        await coord.changes(key, since=cursor)
+    # A cursor the feed handed out, even the newest, is fine.
+    change = await coord.broadcast(key, "alice", [], "now")
+    assert (await coord.changes(key, since=change.cursor)).changes == []
+
+
 async def test_since_and_since_time_together_are_refused(coord: Coordination, key: SessionKey) -> None:
     with pytest.raises(ValidationFailed, match="not both"):
         await coord.changes(key, since="0-0", since_time=datetime.now(UTC))
