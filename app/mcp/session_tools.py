@@ -85,7 +85,8 @@ async def session_claim_files(caller: Caller, args: ClaimArgs) -> ClaimFilesResu
 @session_tools.tool()
 async def session_release_files(caller: Caller, args: ReleaseArgs) -> ReleaseFilesResult:
     """Release files you claimed, once your edits are done. Only the holder can release a claim;
-    `not_released` lists files nobody held and files another agent holds."""
+    `not_released` lists the other files, each with its reason: `not_held` (nobody held it) or
+    `held_by_another_agent` (with the holder, and when their claim expires)."""
     return await caller.container.sessions.release_files(caller.principal, caller.identity, args.file_paths)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -49,11 +50,31 @@ class ClaimFilesResult(BaseModel):
     conflicts: list[ConflictOut]
 
 
+class NotReleasedOut(BaseModel):
+    """A file that was not released: nobody held it, or another agent does (then who, how and until when)."""
+
+    file_path: str
+    reason: Literal["not_held", "held_by_another_agent"]
+    holder: str | None = None
+    operation: str | None = None
+    expires_at: datetime | None = None
+
+    @classmethod
+    def of(cls, item: ClaimConflict | str) -> NotReleasedOut:
+        if isinstance(item, str):
+            return cls(file_path=item, reason="not_held")
+        return cls(
+            file_path=item.path,
+            reason="held_by_another_agent",
+            holder=item.holder,
+            operation=item.operation,
+            expires_at=item.expires_at,
+        )
+
+
 class ReleaseFilesResult(BaseModel):
     released: list[str]
-    not_released: list[ConflictOut | str] = Field(
-        description="A bare path nobody holds, or the claim of the agent who holds it."
-    )
+    not_released: list[NotReleasedOut]
 
 
 class ChangeOut(BaseModel):

@@ -19,6 +19,7 @@ from app.sessions.schemas import (
     ClaimFilesResult,
     ClaimOut,
     ConflictOut,
+    NotReleasedOut,
     ReleaseFilesResult,
     SessionStatus,
     SyncResult,
@@ -82,7 +83,7 @@ class SessionService:
         result = await self.coordination.release(key, agent, list(file_paths))
         return ReleaseFilesResult(
             released=result.released,
-            not_released=[item if isinstance(item, str) else ConflictOut.of(item) for item in result.not_held],
+            not_released=[NotReleasedOut.of(item) for item in result.not_held],
         )
 
     async def broadcast_change(

@@ -32,6 +32,11 @@ def test_claims_conflict_release_broadcast_sync_and_status(api: RunningServer) -
 
         refused = http.post("/v1/sessions/web/release", json={"agent": "bob", "file_paths": ["src/a.py"]}).json()
         assert refused["released"] == [] and refused["not_released"][0]["holder"] == "alice"
+        assert refused["not_released"][0]["reason"] == "held_by_another_agent"
+        nobody = http.post("/v1/sessions/web/release", json={"agent": "bob", "file_paths": ["src/none.py"]}).json()
+        assert nobody["not_released"] == [
+            {"file_path": "src/none.py", "reason": "not_held", "holder": None, "operation": None, "expires_at": None}
+        ]
         released = http.post("/v1/sessions/web/release", json={"agent": "alice", "file_paths": ["src/b.py"]}).json()
         assert released["released"] == ["src/b.py"]
 
