@@ -47,6 +47,14 @@ class InvalidJsonRpc(AppError):
         self.jsonrpc_code = jsonrpc_code  # type: ignore[misc]
 
 
+class InvalidParams(AppError):
+    """A well-formed JSON-RPC request whose params are wrong: the HTTP exchange itself was fine (200)."""
+
+    status_code = 200
+    code = "invalid_params"
+    jsonrpc_code = -32602
+
+
 class Unauthorized(AppError):
     status_code = 401
     code = "unauthorized"

@@ -10,7 +10,7 @@ from typing import Any
 
 from litestar.types import HTTPRequestEvent, Receive, ReceiveMessage
 
-from app.errors import InvalidJsonRpc, PayloadTooLarge
+from app.errors import InvalidJsonRpc, InvalidParams, PayloadTooLarge
 
 
 def check_message(body: bytes) -> None:
@@ -32,6 +32,9 @@ def check_message(body: bytes) -> None:
             raise InvalidJsonRpc('"method" must be a non-empty string')
         if "params" in message and not isinstance(message["params"], dict):
             raise InvalidJsonRpc('"params" must be an object')
+        problem = _params_problem(message["method"], message.get("params"))
+        if problem:
+            raise InvalidParams(f"{message['method']}: {problem}")
         return
     if "id" not in message or ("result" in message) == ("error" in message):
         raise InvalidJsonRpc('a request needs "method"; a response needs "id" and one of "result" or "error"')
@@ -47,6 +50,32 @@ def request_id_in(body: bytes | None) -> str | int | None:
         return None
     found = parsed.get("id") if isinstance(parsed, dict) else None
     return found if isinstance(found, (str, int)) and not isinstance(found, bool) else None
+
+
+_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def _params_problem(method: str, params: dict[str, Any] | None) -> str | None:
+    """What is wrong with the params of the methods agents call most, where the SDK would only say "invalid"."""
+    params = params or {}
+    if method == "initialize":
+        if not isinstance(params.get("protocolVersion"), str):
+            return 'params.protocolVersion (a string such as "2025-11-25") is required'
+        if not isinstance(params.get("capabilities"), dict):
+            return "params.capabilities (an object) is required"
+        if not isinstance(params.get("clientInfo"), dict):
+            return "params.clientInfo (an object with name and version) is required"
+    elif method == "tools/call":
+        if not isinstance(params.get("name"), str) or not params["name"]:
+            return "params.name (the tool's name) is required"
+        if "arguments" in params and params["arguments"] is not None and not isinstance(params["arguments"], dict):
+            return "params.arguments must be an object"
+    elif method == "resources/read":
+        if not isinstance(params.get("uri"), str):
+            return "params.uri (a string) is required"
+    elif method == "logging/setLevel" and params.get("level") not in _LOG_LEVELS:
+        return f"params.level must be one of {', '.join(_LOG_LEVELS)}"
+    return None
 
 
 async def read_body(receive: Receive, limit: int) -> bytes:

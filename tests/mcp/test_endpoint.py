@@ -209,6 +209,28 @@ def test_a_malformed_message_is_an_invalid_request_naming_the_wrong_part(
     assert "pydantic" not in response.text
 
 
+@pytest.mark.parametrize(
+    ("method", "params", "says"),
+    [
+        ("initialize", {}, "params.protocolVersion"),
+        ("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}, "params.clientInfo"),
+        ("tools/call", {}, "params.name"),
+        ("tools/call", {"name": "search_memory", "arguments": "x"}, "params.arguments must be an object"),
+        ("resources/read", {}, "params.uri"),
+        ("logging/setLevel", {"level": "bogus"}, "params.level must be one of"),
+    ],
+)
+def test_bad_params_are_invalid_params_naming_the_field(
+    api: RunningServer, method: str, params: dict[str, Any], says: str
+) -> None:
+    me = make_account(api)
+    response = post(mcp_url(api, me.user_id), {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}, me.key)
+    assert response.status_code == 200, response.text
+    assert response.json()["id"] == 7
+    error = response.json()["error"]
+    assert error["code"] == -32602 and error["message"].startswith(f"{method}: ") and says in error["message"]
+
+
 def test_an_oversize_body_is_413_as_a_json_rpc_error(api: RunningServer) -> None:
     me = make_account(api)
     body = {**list_tools(9), "params": {"padding": "x" * (api.settings.max_body_bytes + 1)}}
