@@ -93,3 +93,16 @@ def test_the_failed_request_limit_answers_in_the_token_endpoint_shape(limited: R
     description = _rfc6749_error(blocked, "temporarily_unavailable", status=429)
     assert "too many failed token requests" in description
     assert 0 < int(blocked.headers["Retry-After"]) <= 300
+
+
+def test_nul_characters_in_oauth_requests_are_refused_never_a_500(api: RunningServer, user: Browser) -> None:
+    # PostgreSQL cannot take NUL in text; these lookups used to crash on it.
+    responses = [
+        token_request(api, {"grant_type": "authorization_code", "client_id": "egc_\x00", "code": "x\x00"}),
+        token_request(api, {"grant_type": "client_credentials"}, auth=("egc_\x00", "secret")),
+        httpx.post(f"{api.base_url}/oauth/revoke", data={"token": "a\x00b", "client_id": "egc_\x00"}),
+        httpx.post(f"{api.base_url}/oauth/introspect", data={"token": "a\x00b"}),
+        user.get("/oauth/authorize", params={"client_id": "egc_\x00", "response_type": "code"}),
+    ]
+    for response in responses:
+        assert 400 <= response.status_code < 500, response.text
