@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     max_memory_chars: int = 16_000
     max_batch_size: int = 100
 
+    # Live streams (SSE, MCP push) outlive the request that opened them: how often they re-check its credential.
+    stream_recheck_seconds: float = 15.0
+
     # Quotas: a plan per user (users.plan); signups get default_plan. Override with JSON, e.g.
     # ENGRAM_PLANS='{"free": {"requests_per_minute": 600, "key_requests_per_minute": 300, "max_memories": 10000}}'.
     plans: dict[str, dict[str, int]] = Field(

@@ -106,6 +106,8 @@ def _settings(tmp: object, database_url: str, **overrides: object) -> object:
     # Most tests call from 127.0.0.1; tests/web/test_address_limits pins these limits on a server of its own.
     for limit in ("signups_per_hour", "client_registrations_per_hour", "token_failures_per_5_minutes"):
         overrides.setdefault(limit, 1_000_000)
+    # Streams re-check their credential this often; small, so revocation tests need not wait 15 s.
+    overrides.setdefault("stream_recheck_seconds", 0.2)
     overrides.setdefault(
         "plans",
         {"free": {"requests_per_minute": 1_000_000, "key_requests_per_minute": 1_000_000, "max_memories": 10**7}},

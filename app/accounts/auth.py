@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Protocol
 
-from app.accounts import service
+from app.accounts import repository, service
 from app.accounts.principal import Principal
 from app.db import Database
 from app.errors import Unauthorized
@@ -34,6 +35,8 @@ class BearerTokenVerifier(Protocol):
 
     async def verify(self, credential: str, resource: str | None) -> Principal: ...
 
+    async def still_valid(self, principal: Principal) -> bool: ...
+
 
 class Authenticator:
     """Checks API keys (and OAuth access tokens) against the database on every request, so revocation is immediate."""
@@ -42,6 +45,14 @@ class Authenticator:
         self.db = db
         self.secret = secret
         self.oauth = oauth
+
+    async def still_valid(self, principal: Principal) -> bool:
+        """Whether the credential ``principal`` came with still holds: streams ask this while they stay open."""
+        if principal.via == "api_key":
+            return principal.key_id is not None and await repository.key_is_active(self.db, principal.key_id)
+        if principal.via == "oauth":
+            return self.oauth is not None and await self.oauth.still_valid(principal)
+        return True  # the dashboard's own session: its pages check the cookie
 
     async def authenticate(self, headers: Mapping[str, str], resource: str | None = None) -> Principal:
         """``resource`` is the URL being called (``{base}/v1`` or an MCP URL): OAuth tokens only work there."""
@@ -55,3 +66,20 @@ class Authenticator:
             return await service.authenticate_key(self.db, self.secret, credential)
         except Unauthorized as exc:
             raise Unauthorized(exc.message, headers=challenge) from None
+
+
+class Recheck:
+    """Whether a stream's credential still holds, asked at most once per ``interval`` (the answer is kept between)."""
+
+    def __init__(self, authenticator: Authenticator, principal: Principal, interval: float) -> None:
+        self.authenticator = authenticator
+        self.principal = principal
+        self.interval = interval
+        self._checked = time.monotonic()
+        self._holds = True
+
+    async def holds(self) -> bool:
+        if self._holds and time.monotonic() - self._checked >= self.interval:
+            self._holds = await self.authenticator.still_valid(self.principal)
+            self._checked = time.monotonic()
+        return self._holds

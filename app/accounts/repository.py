@@ -46,6 +46,14 @@ async def key_row_by_lookup(db: Database, lookup: str) -> KeyRow | None:
     return None if row is None else KeyRow._make(row)
 
 
+_KEY_ACTIVE = select(ApiKey.id).where(ApiKey.id == bindparam("key_id"), ApiKey.revoked_at.is_(None))
+
+
+async def key_is_active(db: Database, key_id: str) -> bool:
+    """Whether the key exists and is not revoked (for streams that outlive the request that opened them)."""
+    return await db.first(_KEY_ACTIVE, {"key_id": key_id}) is not None
+
+
 async def touch_key_on(conn: AsyncConnection, key_id: str, when: datetime) -> None:
     await conn.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=when))
 

@@ -21,6 +21,7 @@ import anyio.abc
 import mcp.types as types
 from mcp.server.session import ServerSession
 
+from app.accounts.auth import Recheck
 from app.coordination import Event
 from app.errors import ServiceUnavailable
 from app.identity import Identity
@@ -102,15 +103,21 @@ class LiveSessions:
         if live is not None:
             live.log_level = level
 
-    def start_push(self, session_id: str, sessions: SessionService, sender: ServerSession) -> None:
-        """Start pushing the other agents' events to this MCP session (once; only for session agents)."""
+    def start_push(
+        self, session_id: str, sessions: SessionService, sender: ServerSession, recheck: Recheck | None = None
+    ) -> None:
+        """Start pushing the other agents' events to this MCP session (once; only for session agents).
+
+        ``recheck`` is asked before each push: once the session's credential is revoked or expired, pushing stops."""
         live = self._sessions.get(session_id)
         if live is None or live.pump is not None or not live.identity.is_session or self._tasks is None:
             return
         live.pump = anyio.CancelScope()
-        self._tasks.start_soon(self._pump, live, sessions, sender, name=f"mcp-push-{session_id[:8]}")
+        self._tasks.start_soon(self._pump, live, sessions, sender, recheck, name=f"mcp-push-{session_id[:8]}")
 
-    async def _pump(self, live: _Live, sessions: SessionService, sender: ServerSession) -> None:
+    async def _pump(
+        self, live: _Live, sessions: SessionService, sender: ServerSession, recheck: Recheck | None
+    ) -> None:
         assert live.pump is not None
         delay = 0.5
         with live.pump:
@@ -121,6 +128,9 @@ class LiveSessions:
                             delay = 0.5
                             if event.agent == live.identity.agent or not _allowed(live.log_level):
                                 continue
+                            if recheck is not None and not await recheck.holds():
+                                log.info("live push for %s stopped: its credential was revoked", live.identity.format())
+                                return
                             await sender.send_notification(_notification(live.identity, event))
                 except ServiceUnavailable as exc:
                     log.warning("live push for %s paused: %s", live.identity.format(), exc.message)

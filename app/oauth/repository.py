@@ -126,6 +126,22 @@ def registering_key_revoked(session: Session, client_id: str) -> bool:
     return row is not None and row[0] is not None and (row[1] is None or row[2] is not None)
 
 
+_FAMILY_ACTIVE = (
+    select(_tokens.id)
+    .where(
+        _tokens.family_id == bindparam("family_id"),
+        _tokens.revoked_at.is_(None),
+        _tokens.access_expires_at > bindparam("now"),
+    )
+    .limit(1)
+)
+
+
+async def family_is_active(db: Database, family_id: str, now: datetime) -> bool:
+    """Whether the grant still has a live access token (for streams that outlive the request that opened them)."""
+    return await db.first(_FAMILY_ACTIVE, {"family_id": family_id, "now": now}) is not None
+
+
 async def access_row(db: Database, access_hash: str) -> AccessRow | None:
     """What checking an access token needs, by a Core query: this runs on every request."""
     row = await db.first(_TOKEN_BY_ACCESS, {"access_hash": access_hash})

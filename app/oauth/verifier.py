@@ -16,6 +16,10 @@ class OAuthTokenVerifier:
         self.db = db
         self.base = base
 
+    async def still_valid(self, principal: Principal) -> bool:
+        """Whether the grant behind ``principal`` still has an unrevoked, unexpired access token."""
+        return principal.key_id is not None and await repository.family_is_active(self.db, principal.key_id, utcnow())
+
     def accepts(self, credential: str) -> bool:
         return credentials.looks_like_access_token(credential)
 

@@ -27,6 +27,7 @@ async def event_stream(
     headers: dict[str, str] | None = None,
     resume_from: str | None = None,
     backlog: Callable[[str], Awaitable[list[Event]]] | None = None,
+    still_allowed: Callable[[], Awaitable[bool]] | None = None,
 ) -> ServerSentEvent:
     """Enter the subscription now, so that an unreachable store fails the request instead of the stream.
 
@@ -68,9 +69,15 @@ async def event_stream(
                 try:
                     event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
                 except TimeoutError:
-                    # A comment line keeps proxies from closing an idle stream and reveals a departed client.
-                    yield ServerSentEventMessage(comment="keepalive")
-                    continue
+                    event = None
+                    if still_allowed is None or await still_allowed():
+                        # A comment line keeps proxies from closing an idle stream and reveals a departed client.
+                        yield ServerSentEventMessage(comment="keepalive")
+                        continue
+                if still_allowed is not None and not await still_allowed():
+                    message_text = "the credential that opened this stream was revoked or has expired"
+                    yield ServerSentEventMessage(event="revoked", data=json.dumps({"message": message_text}))
+                    return
                 if event is None:
                     return
                 if event.kind == "change" and parse_cursor(event.data["cursor"]) <= sent:

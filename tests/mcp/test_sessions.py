@@ -13,7 +13,7 @@ import pytest
 from mcp.client import Client
 from mcp.types import LoggingMessageNotificationParams
 
-from tests.harness import RunningServer, make_account
+from tests.harness import RunningServer, add_key, make_account
 from tests.mcp.conftest import connect, session_id
 from tests.mcp.test_tools import structured
 
@@ -202,3 +202,33 @@ async def test_live_push_reaches_the_other_agents_quickly(either_backend: Runnin
     backend = "redis" if server.settings.redis_url else "in-process"
     print(f"\npush latency via {backend}: p50 {median * 1000:.1f} ms, max {worst * 1000:.1f} ms")
     assert worst < 1.0
+
+
+@pytest.mark.anyio
+async def test_live_push_stops_once_the_listening_key_is_revoked(api: RunningServer) -> None:
+    me = make_account(api)
+    listener = add_key(api, me.user_id)
+    inbox = Inbox()
+    async with (
+        agents(api, me.key, me.user_id, "revoked", "a") as (a,),
+        connect(api, listener.key, session_id(me.user_id, "revoked", "b"), logging_callback=inbox),
+    ):
+        with anyio.fail_after(10):
+            while not inbox.events:
+                await call(a, "session_broadcast_change", changes_summary="warm-up")
+                with anyio.move_on_after(0.2):
+                    await inbox.wait()
+        inbox.events.clear()
+
+        await anyio.to_thread.run_sync(lambda: api.run(_revoke(api, listener.key_id)))
+        await anyio.sleep(api.settings.stream_recheck_seconds)
+        await call(a, "session_broadcast_change", changes_summary="after the revocation")
+        await anyio.sleep(1.0)  # a push arrives within milliseconds (see above); none may come now
+        assert inbox.events == []
+
+
+async def _revoke(api: RunningServer, key_id: str) -> None:
+    from app.accounts import service as accounts
+
+    async with api.container.db.session() as session:
+        await accounts.revoke_key(session, key_id)

@@ -278,3 +278,36 @@ def test_the_flow_and_reuse_detection_work_on_sqlite_too(sqlite_api: RunningServ
     assert refresh(first["refresh_token"]).status_code == 400
     assert mcp_status(sqlite_api, second["access_token"], browser.user_id).status_code == 401
     browser.close()
+
+
+def test_an_open_event_stream_ends_once_its_oauth_grant_is_revoked(
+    api: RunningServer, user: Browser, tokens_for: TokensFor
+) -> None:
+    import time
+
+    import httpx
+
+    issued = tokens_for(user, f"{api.base_url}/v1")
+    headers = {"Authorization": f"Bearer {issued['access_token']}"}
+    with (
+        httpx.Client(base_url=api.base_url, headers=headers, timeout=10) as http,
+        http.stream("GET", "/v1/sessions/oauth/events") as response,
+    ):
+        lines = response.iter_lines()
+        assert next(line for line in lines if line.startswith("event:")) == "event: ready"
+        revoked = httpx.post(
+            f"{api.base_url}/oauth/revoke",
+            data={"token": issued["refresh_token"], "client_id": issued["client_id"]},
+        )
+        assert revoked.status_code == 200, revoked.text
+        time.sleep(api.settings.stream_recheck_seconds)
+        # The next event makes the stream re-check its credential.
+        api.run(_broadcast(api, user.user_id or "", "oauth"))
+        kinds = [line for line in lines if line.startswith("event:")][:1]
+    assert kinds == ["event: revoked"]
+
+
+async def _broadcast(api: RunningServer, user_id: str, session: str) -> None:
+    from app.coordination import SessionKey
+
+    await api.container.coordination.broadcast(SessionKey(user_id, session), "alice", [], "after the revocation")

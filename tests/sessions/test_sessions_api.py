@@ -247,3 +247,27 @@ def test_without_a_credential_the_answer_is_401_before_any_validation(
     response = httpx.request(method, api.base_url + path, json=body, params={"scope": "planet"})
     assert response.status_code == 401, response.text
     assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_an_open_stream_ends_once_its_key_is_revoked(api: RunningServer) -> None:
+    me = make_account(api)
+    listener = add_key(api, me.user_id)
+    streams = httpx.Client(
+        base_url=api.base_url, headers={"Authorization": f"Bearer {listener.key}"}, timeout=httpx.Timeout(10.0)
+    )
+    with api.client(me.key) as http, streams, streams.stream("GET", "/v1/sessions/web/events") as response:
+
+        def revoke_then_broadcast() -> None:
+            api.run(_revoke(api, listener.key_id))
+            time.sleep(api.settings.stream_recheck_seconds)
+            http.post("/v1/sessions/web/changes", json={"agent": "alice", "changes_summary": "after"})
+
+        [event] = _read_until(response, 1, after_ready=revoke_then_broadcast)
+    assert event["kind"] == "revoked" and "revoked" in event["message"]
+
+
+async def _revoke(api: RunningServer, key_id: str) -> None:
+    from app.accounts import service as accounts
+
+    async with api.container.db.session() as session:
+        await accounts.revoke_key(session, key_id)
