@@ -118,3 +118,14 @@ def add_key(server: RunningServer, user_id: str, *, scope: str = "write") -> Acc
 
     result: Account = server.run(create())
     return result
+
+
+def revoke_key(server: RunningServer, key_id: str) -> None:
+    """Revoke an API key, as `engram keys revoke` or the dashboard does."""
+    from app.accounts import service as accounts
+
+    async def revoke() -> None:
+        async with server.container.db.session() as session:
+            await accounts.revoke_key(session, key_id)
+
+    server.run(revoke())

@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 from mcp.types import TextResourceContents
 
-from tests.harness import RunningServer, make_account
+from tests.harness import RunningServer, add_key, make_account, revoke_key
 from tests.mcp.conftest import connect, mcp_url, session_id
 from tests.mcp.test_sessions import call
 
@@ -186,3 +186,25 @@ async def test_listen_without_coordination_is_a_clear_error(redis_down_api: Runn
         # The memory tools are untouched by it.
         added = await call(client, "add_memories", memories=[{"content": "still here"}])
         assert added["results"][0]["content"] == "still here"
+
+
+@pytest.mark.anyio
+async def test_a_listen_stream_ends_with_an_error_once_its_key_is_revoked(api: RunningServer) -> None:
+    me = make_account(api)
+    listener = add_key(api, me.user_id)
+    _, changes_uri = uris("gone")
+    send, frames = anyio.create_memory_object_stream[dict[str, Any]](10)
+    async with (
+        connect(api, me.key, session_id(me.user_id, "gone", "a"), mode=MODERN) as a,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(_raw_listen, api, listener.key, session_id(me.user_id, "gone", "b"), [changes_uri], send)
+        with anyio.fail_after(5):
+            ack = await frames.receive()
+            await anyio.to_thread.run_sync(lambda: revoke_key(api, listener.key_id))
+            await anyio.sleep(api.settings.stream_recheck_seconds)
+            await call(a, "session_broadcast_change", changes_summary="after the revocation")
+            last = await frames.receive()
+        tasks.cancel_scope.cancel()
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert last["id"] == "listen-raw" and "revoked" in last["error"]["message"]

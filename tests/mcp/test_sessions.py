@@ -13,7 +13,7 @@ import pytest
 from mcp.client import Client
 from mcp.types import LoggingMessageNotificationParams
 
-from tests.harness import RunningServer, add_key, make_account
+from tests.harness import RunningServer, add_key, make_account, revoke_key
 from tests.mcp.conftest import connect, session_id
 from tests.mcp.test_tools import structured
 
@@ -220,15 +220,8 @@ async def test_live_push_stops_once_the_listening_key_is_revoked(api: RunningSer
                     await inbox.wait()
         inbox.events.clear()
 
-        await anyio.to_thread.run_sync(lambda: api.run(_revoke(api, listener.key_id)))
+        await anyio.to_thread.run_sync(lambda: revoke_key(api, listener.key_id))
         await anyio.sleep(api.settings.stream_recheck_seconds)
         await call(a, "session_broadcast_change", changes_summary="after the revocation")
         await anyio.sleep(1.0)  # a push arrives within milliseconds (see above); none may come now
         assert inbox.events == []
-
-
-async def _revoke(api: RunningServer, key_id: str) -> None:
-    from app.accounts import service as accounts
-
-    async with api.container.db.session() as session:
-        await accounts.revoke_key(session, key_id)

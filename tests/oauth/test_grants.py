@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
-from tests.harness import RunningServer, make_account
+from tests.harness import RunningServer, make_account, revoke_key
 from tests.oauth.conftest import (
     REDIRECT,
     approve,
@@ -234,20 +234,13 @@ def test_revoking_the_key_that_registered_a_machine_client_cuts_the_client_off(a
     token = token_request(api, {"grant_type": "client_credentials"}, auth=credentials).json()["access_token"]
     with api.client(token) as rest:
         assert rest.get("/v1/memories").status_code == 200
-        api.run(_revoke(api, owner.key_id))
+        revoke_key(api, owner.key_id)
         cut_off = rest.get("/v1/memories")
     assert cut_off.status_code == 401
     assert "revoked" in cut_off.json()["error"]["message"]
     again = token_request(api, {"grant_type": "client_credentials"}, auth=credentials)
     assert again.status_code in (400, 401) and again.json()["error"] == "invalid_client"
     assert "revoked" in again.json()["error_description"]
-
-
-async def _revoke(api: RunningServer, key_id: str) -> None:
-    from app.accounts import service as accounts
-
-    async with api.container.db.session() as session:
-        await accounts.revoke_key(session, key_id)
 
 
 def test_a_read_only_grant_cannot_write(api: RunningServer, user: Browser) -> None:

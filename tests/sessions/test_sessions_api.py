@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.harness import RunningServer, add_key, make_account
+from tests.harness import RunningServer, add_key, make_account, revoke_key
 
 
 def test_claims_conflict_release_broadcast_sync_and_status(api: RunningServer) -> None:
@@ -258,16 +258,9 @@ def test_an_open_stream_ends_once_its_key_is_revoked(api: RunningServer) -> None
     with api.client(me.key) as http, streams, streams.stream("GET", "/v1/sessions/web/events") as response:
 
         def revoke_then_broadcast() -> None:
-            api.run(_revoke(api, listener.key_id))
+            revoke_key(api, listener.key_id)
             time.sleep(api.settings.stream_recheck_seconds)
             http.post("/v1/sessions/web/changes", json={"agent": "alice", "changes_summary": "after"})
 
         [event] = _read_until(response, 1, after_ready=revoke_then_broadcast)
     assert event["kind"] == "revoked" and "revoked" in event["message"]
-
-
-async def _revoke(api: RunningServer, key_id: str) -> None:
-    from app.accounts import service as accounts
-
-    async with api.container.db.session() as session:
-        await accounts.revoke_key(session, key_id)
