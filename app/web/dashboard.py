@@ -16,6 +16,7 @@ from app.accounts.principal import KEY_SCOPES
 from app.container import Container
 from app.errors import AppError, InvalidIdentity
 from app.identity import validate_name
+from app.oauth import connected
 from app.web.install import install_commands
 from app.web.pages import form_data, render
 from app.web.session import verify_csrf
@@ -83,6 +84,7 @@ async def _page(
 ) -> Response[Any]:
     async with container.db.session() as db_session:
         rows = [_row(k) for k in await accounts.list_keys(db_session, user.id)]
+        grants = await connected.active_grants(db_session, user.id)
     panel = _install_panel(container, user, session, agent, new_key)
     if panel["errors"] and status_code < 400:
         status_code = 400
@@ -92,6 +94,7 @@ async def _page(
         status_code=status_code,
         user=user,
         keys=rows,
+        grants=grants,
         scopes=KEY_SCOPES,
         new_key=new_key,
         install=panel,
@@ -143,6 +146,18 @@ async def create_key(request: Request[Any, Any, Any], user: User, container: Con
     return await _page(
         request, container, user, status_code=201, session=session, agent=agent, new_key=created.plaintext
     )
+
+
+@post("/dashboard/apps/{family_id:str}/revoke", status_code=303)
+async def revoke_app(
+    request: Request[Any, Any, Any], family_id: str, user: User, container: Container
+) -> Response[Any]:
+    """Disconnect an OAuth client: every token of that grant stops working at once."""
+    data = await form_data(request)
+    await verify_csrf(request, data.get("_csrf"))
+    async with container.db.session() as db_session:
+        await connected.revoke_grant(db_session, user.id, family_id)
+    return Redirect("/dashboard#apps", status_code=303)
 
 
 @post("/dashboard/keys/{key_id:str}/revoke", status_code=303)

@@ -46,6 +46,7 @@ web_router = Router(
         dashboard.dashboard,
         dashboard.create_key,
         dashboard.revoke_key,
+        dashboard.revoke_app,
         memories.browse,
         memories.delete,
         live.sessions,

@@ -304,3 +304,32 @@ async def _broadcast(api: RunningServer, user_id: str, session: str) -> None:
     from app.coordination import SessionKey
 
     await api.container.coordination.broadcast(SessionKey(user_id, session), "alice", [], "after the revocation")
+
+
+def test_the_dashboard_lists_connected_apps_and_disconnecting_one_revokes_its_tokens(
+    api: RunningServer, user: Browser, tokens_for: TokensFor
+) -> None:
+    import re
+
+    assert user.user_id is not None
+    issued = tokens_for(user)
+    page = user.get("/dashboard").text
+    rows = re.findall(r'<tr data-grant-id="([^"]+)">(.*?)</tr>', page, re.S)
+    assert len(rows) == 1
+    family_id, row = rows[0]
+    assert "test client" in row and "memories:read memories:write" in row
+    assert mcp_status(api, issued["access_token"], user.user_id).status_code == 200
+
+    # Not without the form's CSRF token, and nobody else can disconnect it.
+    assert user.post(f"/dashboard/apps/{family_id}/revoke", {"_csrf": "forged"}).status_code == 403
+    stranger = Browser(api).signup()
+    assert stranger.submit("/dashboard", f"/dashboard/apps/{family_id}/revoke").status_code == 404
+    assert mcp_status(api, issued["access_token"], user.user_id).status_code == 200
+
+    assert user.submit("/dashboard", f"/dashboard/apps/{family_id}/revoke").status_code == 303
+    assert mcp_status(api, issued["access_token"], user.user_id).status_code == 401
+    refreshed = token_request(
+        api, {"grant_type": "refresh_token", "refresh_token": issued["refresh_token"], "client_id": issued["client_id"]}
+    )
+    assert refreshed.status_code == 400
+    assert 'data-grant-id="' not in user.get("/dashboard").text

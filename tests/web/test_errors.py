@@ -49,6 +49,7 @@ FORMS = [
     "/logout",
     "/dashboard/keys",
     "/dashboard/keys/{junk}/revoke",
+    "/dashboard/apps/{junk}/revoke",
     "/dashboard/memories/{junk}/delete",
 ]
 
