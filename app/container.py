@@ -9,7 +9,7 @@ from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 
-from app.accounts.auth import Authenticator
+from app.accounts.auth import Authenticator, Recheck
 from app.accounts.principal import Principal
 from app.coordination import Coordination
 from app.db import Database
@@ -34,6 +34,10 @@ class Container:
     quotas: Quotas
     metrics: Metrics = field(default_factory=Metrics)
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def recheck(self, principal: Principal) -> Recheck:
+        """How a stream that outlives its request keeps asking whether ``principal``'s credential still holds."""
+        return Recheck(self.authenticator, principal, self.settings.stream_recheck_seconds)
 
 
 # Where a request's principal is kept once authenticated, so the guard and the dependency authenticate once.

@@ -111,6 +111,7 @@ class RedisCoordination:
         self._claim_script = self._client.register_script(redis_scripts.CLAIM)
         self._release_script = self._client.register_script(redis_scripts.RELEASE)
         self._broadcast_script = self._client.register_script(redis_scripts.BROADCAST)
+        self._touch_script = self._client.register_script(redis_scripts.TOUCH)
 
     def _key(self, key: SessionKey, suffix: str) -> str:
         rules.check_key(key)
@@ -276,14 +277,9 @@ class RedisCoordination:
     async def touch(self, key: SessionKey, agent: str) -> None:
         """Record ``agent`` as present now."""
         rules.check_agent(agent)
-        presence = self._key(key, "presence")
-        now = now_ms()
         with _guard():
-            pipe = self._client.pipeline(transaction=True)
-            pipe.zadd(presence, {agent: now})
-            pipe.zremrangebyscore(presence, "-inf", now - self._presence_ttl_ms)
-            pipe.pexpire(presence, max(self._presence_ttl_ms, 1))
-            await pipe.execute()
+            # The same Lua as claim, release and broadcast use, on the same (Redis's) clock.
+            await self._touch_script(keys=[self._key(key, "presence")], args=[agent, self._presence_ttl_ms])
 
     async def presence(self, key: SessionKey) -> list[Presence]:
         """Agents seen within the presence TTL, most recent first."""

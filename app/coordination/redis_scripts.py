@@ -114,3 +114,12 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
 present(KEYS[2], agent, tonumber((string.gsub(id, '-.*', ''))), tonumber(ARGV[4]))
 return id
 """)
+
+# KEYS: presence. ARGV: agent, presence ttl ms. Marking presence is idempotent: no request key needed.
+TOUCH = (
+    _PRESENT
+    + """
+present(KEYS[1], ARGV[1], clock(), tonumber(ARGV[2]))
+return 1
+"""
+)

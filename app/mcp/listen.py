@@ -20,7 +20,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
-from app.accounts.auth import Recheck
 from app.errors import AppError, Unauthorized
 from app.mcp.caller import Caller, caller_from_request
 from app.mcp.errors import protocol_error
@@ -68,11 +67,10 @@ async def listen(
         # Nothing we will ever publish: acknowledge and hold the stream until the client leaves.
         await acknowledge()
         await anyio.sleep_forever()
-    container = caller.container
-    recheck = Recheck(container.authenticator, caller.principal, container.settings.stream_recheck_seconds)
+    recheck = caller.container.recheck(caller.principal)
     try:
         # Follow the events before acknowledging, so nothing published while the ack is written is lost.
-        async with container.sessions.events(caller.identity) as events:
+        async with caller.container.sessions.events(caller.identity) as events:
             await acknowledge()
             async for event in events:
                 if event.agent == caller.identity.agent:

@@ -9,7 +9,6 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from app.accounts.auth import Recheck
 from app.errors import AppError
 from app.mcp.caller import Caller, caller_from_request
 from app.mcp.errors import protocol_error
@@ -98,9 +97,9 @@ def build_server(live: LiveSessions) -> Server[Any]:
         caller = caller_from_request(ctx.request)
         session_id = _session_id(ctx)
         if caller.in_session and session_id:
-            container = caller.container
-            recheck = Recheck(container.authenticator, caller.principal, container.settings.stream_recheck_seconds)
-            live.start_push(session_id, container.sessions, ctx.session, recheck)
+            live.start_push(
+                session_id, caller.container.sessions, ctx.session, caller.container.recheck(caller.principal)
+            )
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
         session_id = _session_id(ctx)

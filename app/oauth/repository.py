@@ -111,8 +111,12 @@ class AccessRow(NamedTuple):
 
     @property
     def registering_key_revoked(self) -> bool:
-        """A machine client's tokens live only as long as the API key that registered the client."""
-        return self.registered_with_key is not None and (self.key_id is None or self.key_revoked_at is not None)
+        return _key_gone(self.registered_with_key, self.key_id, self.key_revoked_at)
+
+
+def _key_gone(registered_with: str | None, key_id: str | None, key_revoked_at: datetime | None) -> bool:
+    """A machine client's tokens live only as long as the API key that registered the client."""
+    return registered_with is not None and (key_id is None or key_revoked_at is not None)
 
 
 def registering_key_revoked(session: Session, client_id: str) -> bool:
@@ -123,7 +127,7 @@ def registering_key_revoked(session: Session, client_id: str) -> bool:
         .where(_clients.id == client_id)
     )
     row = session.execute(query).first()
-    return row is not None and row[0] is not None and (row[1] is None or row[2] is not None)
+    return row is not None and _key_gone(*row)
 
 
 _FAMILY_ACTIVE = (

@@ -10,7 +10,6 @@ from litestar.response import ServerSentEvent
 from litestar.status_codes import HTTP_200_OK
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.accounts.auth import Recheck
 from app.accounts.principal import Principal
 from app.container import Container, authenticated
 from app.memories.scopes import viewer
@@ -113,5 +112,5 @@ class SessionController(Controller):
             session,
             resume_from=last_event_id or since,
             backlog=lambda cursor: container.sessions.missed_changes(identity, cursor),
-            still_allowed=Recheck(container.authenticator, principal, container.settings.stream_recheck_seconds).holds,
+            still_allowed=container.recheck(principal).holds,
         )

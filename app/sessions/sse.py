@@ -67,17 +67,18 @@ async def event_stream(
                 yield message(change)
             while True:
                 try:
-                    event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                    event: Event | None = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                    idle = False
                 except TimeoutError:
-                    event = None
-                    if still_allowed is None or await still_allowed():
-                        # A comment line keeps proxies from closing an idle stream and reveals a departed client.
-                        yield ServerSentEventMessage(comment="keepalive")
-                        continue
+                    event, idle = None, True
                 if still_allowed is not None and not await still_allowed():
                     message_text = "the credential that opened this stream was revoked or has expired"
                     yield ServerSentEventMessage(event="revoked", data=json.dumps({"message": message_text}))
                     return
+                if idle:
+                    # A comment line keeps proxies from closing an idle stream and reveals a departed client.
+                    yield ServerSentEventMessage(comment="keepalive")
+                    continue
                 if event is None:
                     return
                 if event.kind == "change" and parse_cursor(event.data["cursor"]) <= sent:
