@@ -97,15 +97,20 @@ def test_cli_manages_users_and_keys_on_postgres(tmp_path: Path, pg_database_url:
     _exercise(_env(tmp_path, pg_database_url))
 
 
-def test_reindex_rebuilds_the_index_from_the_database(tmp_path: Path) -> None:
+def _migrated_with_a_key(tmp_path: Path, email: str) -> tuple[dict[str, str], int, str]:
+    """An embedded deployment in ``tmp_path`` (migrated, serving on a free port once started) and a user's key."""
     from tests.harness import free_port
 
     env = _env(tmp_path)
     port = free_port()
     env["ENGRAM_PORT"] = str(port)
     assert _run(env, "migrate").returncode == 0
-    user_id = _run(env, "users", "create", "re@example.test").stdout.strip()
-    key = _run(env, "keys", "create", user_id).stdout.strip()
+    user_id = _run(env, "users", "create", email).stdout.strip()
+    return env, port, _run(env, "keys", "create", user_id).stdout.strip()
+
+
+def test_reindex_rebuilds_the_index_from_the_database(tmp_path: Path) -> None:
+    env, port, key = _migrated_with_a_key(tmp_path, "re@example.test")
 
     from tests.api.test_crash import _start
 
@@ -165,14 +170,7 @@ def test_a_configured_public_url_wins_over_the_port_flag(tmp_path: Path) -> None
 
 
 def test_reindex_refuses_while_a_server_holds_the_index(tmp_path: Path) -> None:
-    from tests.harness import free_port
-
-    env = _env(tmp_path)
-    port = free_port()
-    env["ENGRAM_PORT"] = str(port)
-    assert _run(env, "migrate").returncode == 0
-    user_id = _run(env, "users", "create", "busy@example.test").stdout.strip()
-    key = _run(env, "keys", "create", user_id).stdout.strip()
+    env, port, key = _migrated_with_a_key(tmp_path, "busy@example.test")
     base, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
 
     def add(http: httpx.Client, n: int) -> str:

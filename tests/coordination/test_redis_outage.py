@@ -84,82 +84,83 @@ async def proxied(redis_url: str) -> AsyncIterator[Proxy]:
             await proxy.stop()
 
 
-async def test_outage_raises_unavailable_and_recovers(redis_url: str, prefix: str) -> None:
-    key = SessionKey(f"u-{uuid.uuid4().hex[:8]}", "outage")
+@contextlib.asynccontextmanager
+async def proxied_backend(redis_url: str, prefix: str) -> AsyncIterator[tuple[Proxy, RedisCoordination]]:
+    """A Redis backend that reaches Redis only through a proxy the test controls; cleaned up afterwards."""
     async with proxied(redis_url) as proxy:
         db = urlparse(redis_url).path or "/0"
         coord = RedisCoordination(f"redis://127.0.0.1:{proxy.port}{db}", prefix=prefix)
         try:
-            held = (await coord.claim(key, "alice", ["a.py"])).granted[0]
-            change = await coord.broadcast(key, "alice", ["a.py"], "before the outage")
-            await coord.touch(key, "alice")
-
-            async with coord.subscribe(key) as events:
-                await proxy.stop()
-                # A live subscription ends with the same error rather than hanging.
-                with anyio.fail_after(10), pytest.raises(CoordinationUnavailable):
-                    await anext(events)
-
-            calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
-                ("claim", lambda: coord.claim(key, "bob", ["b.py"])),
-                ("release", lambda: coord.release(key, "alice", ["a.py"])),
-                ("claims", lambda: coord.claims(key)),
-                ("broadcast", lambda: coord.broadcast(key, "bob", [], "during the outage")),
-                ("changes", lambda: coord.changes(key)),
-                ("touch", lambda: coord.touch(key, "bob")),
-                ("presence", lambda: coord.presence(key)),
-                ("ping", coord.ping),
-                ("subscribe", lambda: coord.subscribe(key).__aenter__()),
-            ]
-            for name, call in calls:
-                started = time.monotonic()
-                with anyio.fail_after(10), pytest.raises(CoordinationUnavailable, match="coordination unavailable"):
-                    await call()
-                assert time.monotonic() - started < 3, f"{name} took too long to fail"
-
-            await proxy.start()
-            # Same backend object, no reconnect call: it finds Redis again and nothing was lost or half-done.
-            with anyio.fail_after(10):
-                await coord.ping()
-                assert await coord.claims(key) == [held]
-                assert (await coord.changes(key)).changes == [change]
-                assert [p.agent for p in await coord.presence(key)] == ["alice"]
-                assert (await coord.claim(key, "bob", ["b.py"])).granted
-                async with coord.subscribe(key) as events:
-                    await coord.release(key, "alice", ["a.py"])
-                    event = await anext(events)
-                assert (event.kind, event.agent, event.data) == ("release", "alice", {"paths": ["a.py"]})
+            yield proxy, coord
         finally:
             await coord.close()
             await delete_prefix(redis_url, prefix)
+
+
+async def test_outage_raises_unavailable_and_recovers(redis_url: str, prefix: str) -> None:
+    key = SessionKey(f"u-{uuid.uuid4().hex[:8]}", "outage")
+    async with proxied_backend(redis_url, prefix) as (proxy, coord):
+        held = (await coord.claim(key, "alice", ["a.py"])).granted[0]
+        change = await coord.broadcast(key, "alice", ["a.py"], "before the outage")
+        await coord.touch(key, "alice")
+
+        async with coord.subscribe(key) as events:
+            await proxy.stop()
+            # A live subscription ends with the same error rather than hanging.
+            with anyio.fail_after(10), pytest.raises(CoordinationUnavailable):
+                await anext(events)
+
+        calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+            ("claim", lambda: coord.claim(key, "bob", ["b.py"])),
+            ("release", lambda: coord.release(key, "alice", ["a.py"])),
+            ("claims", lambda: coord.claims(key)),
+            ("broadcast", lambda: coord.broadcast(key, "bob", [], "during the outage")),
+            ("changes", lambda: coord.changes(key)),
+            ("touch", lambda: coord.touch(key, "bob")),
+            ("presence", lambda: coord.presence(key)),
+            ("ping", coord.ping),
+            ("subscribe", lambda: coord.subscribe(key).__aenter__()),
+        ]
+        for name, call in calls:
+            started = time.monotonic()
+            with anyio.fail_after(10), pytest.raises(CoordinationUnavailable, match="coordination unavailable"):
+                await call()
+            assert time.monotonic() - started < 3, f"{name} took too long to fail"
+
+        await proxy.start()
+        # Same backend object, no reconnect call: it finds Redis again and nothing was lost or half-done.
+        with anyio.fail_after(10):
+            await coord.ping()
+            assert await coord.claims(key) == [held]
+            assert (await coord.changes(key)).changes == [change]
+            assert [p.agent for p in await coord.presence(key)] == ["alice"]
+            assert (await coord.claim(key, "bob", ["b.py"])).granted
+            async with coord.subscribe(key) as events:
+                await coord.release(key, "alice", ["a.py"])
+                event = await anext(events)
+            assert (event.kind, event.agent, event.data) == ("release", "alice", {"paths": ["a.py"]})
 
 
 async def test_a_lost_reply_does_not_apply_a_call_twice(redis_url: str, prefix: str) -> None:
     """The client retries a call whose reply was lost; Redis had already run it, and must not run it again."""
     key = SessionKey(f"u-{uuid.uuid4().hex[:8]}", "lost-replies")
-    async with proxied(redis_url) as proxy:
-        db = urlparse(redis_url).path or "/0"
-        coord = RedisCoordination(f"redis://127.0.0.1:{proxy.port}{db}", prefix=prefix)
-        try:
-            # Load the scripts first, so that each call below is one command and the dropped reply is its reply.
-            await coord.claim(key, "warm-up", ["w.py"])
-            await coord.release(key, "warm-up", ["w.py"])
-            await coord.broadcast(key, "warm-up", [], "warm-up")
+    async with proxied_backend(redis_url, prefix) as (proxy, coord):
+        # Load the scripts first, so that each call below is one command and the dropped reply is its reply.
+        await coord.claim(key, "warm-up", ["w.py"])
+        await coord.release(key, "warm-up", ["w.py"])
+        await coord.broadcast(key, "warm-up", [], "warm-up")
 
-            proxy.drop_next_reply()
-            change = await coord.broadcast(key, "alice", ["a.py"], "once")
-            assert [c.summary for c in (await coord.changes(key, exclude_agent="warm-up")).changes] == ["once"]
-            assert (await coord.changes(key, exclude_agent="warm-up")).changes == [change]
+        proxy.drop_next_reply()
+        change = await coord.broadcast(key, "alice", ["a.py"], "once")
+        assert [c.summary for c in (await coord.changes(key, exclude_agent="warm-up")).changes] == ["once"]
+        assert (await coord.changes(key, exclude_agent="warm-up")).changes == [change]
 
-            proxy.drop_next_reply()
-            claim = (await coord.claim(key, "alice", ["a.py"])).granted[0]
-            assert (await coord.claims(key)) == [claim]
-            assert (await coord.claim(key, "alice", ["a.py"])).granted[0].fencing_token == claim.fencing_token + 1
+        proxy.drop_next_reply()
+        claim = (await coord.claim(key, "alice", ["a.py"])).granted[0]
+        assert (await coord.claims(key)) == [claim]
+        assert (await coord.claim(key, "alice", ["a.py"])).granted[0].fencing_token == claim.fencing_token + 1
 
-            proxy.drop_next_reply()
-            released = await coord.release(key, "alice", ["a.py"])
-            assert (released.released, released.not_held) == (["a.py"], [])
-            assert await coord.claims(key) == []
-        finally:
-            await coord.close()
-            await delete_prefix(redis_url, prefix)
+        proxy.drop_next_reply()
+        released = await coord.release(key, "alice", ["a.py"])
+        assert (released.released, released.not_held) == (["a.py"], [])
+        assert await coord.claims(key) == []

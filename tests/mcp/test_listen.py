@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
@@ -114,6 +116,22 @@ async def test_listen_pushes_the_other_agents_events_quickly(either_backend: Run
     assert worst < 1.0
 
 
+@asynccontextmanager
+async def agent_and_raw_listener(
+    server: RunningServer, user_id: str, session: str, agent_key: str, listener_key: str
+) -> AsyncIterator[tuple[Client, MemoryObjectReceiveStream[dict[str, Any]]]]:
+    """Agent ``a`` of ``session`` over the SDK, and agent ``b`` listening to its changes resource over plain HTTP."""
+    _, changes_uri = uris(session)
+    send, frames = anyio.create_memory_object_stream[dict[str, Any]](10)
+    async with (
+        connect(server, agent_key, session_id(user_id, session, "a"), mode=MODERN) as a,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(_raw_listen, server, listener_key, session_id(user_id, session, "b"), [changes_uri], send)
+        yield a, frames
+        tasks.cancel_scope.cancel()
+
+
 async def _raw_listen(
     server: RunningServer, key: str, user_id: str, uris_: list[str], frames: MemoryObjectSendStream[dict[str, Any]]
 ) -> None:
@@ -151,17 +169,11 @@ async def _raw_listen(
 async def test_listen_frames_carry_the_subscription_id_and_the_event(api: RunningServer) -> None:
     me = make_account(api)
     _, changes_uri = uris("wire")
-    send, frames = anyio.create_memory_object_stream[dict[str, Any]](10)
-    async with (
-        connect(api, me.key, session_id(me.user_id, "wire", "a"), mode=MODERN) as a,
-        anyio.create_task_group() as tasks,
-    ):
-        tasks.start_soon(_raw_listen, api, me.key, session_id(me.user_id, "wire", "b"), [changes_uri], send)
+    async with agent_and_raw_listener(api, me.user_id, "wire", me.key, me.key) as (a, frames):
         with anyio.fail_after(5):
             ack = await frames.receive()
             await call(a, "session_broadcast_change", file_paths=["w.py"], changes_summary="wired")
             update = await frames.receive()
-        tasks.cancel_scope.cancel()
 
     subscription = {"io.modelcontextprotocol/subscriptionId": "listen-raw"}
     assert ack["method"] == "notifications/subscriptions/acknowledged"
@@ -192,19 +204,12 @@ async def test_listen_without_coordination_is_a_clear_error(redis_down_api: Runn
 async def test_a_listen_stream_ends_with_an_error_once_its_key_is_revoked(api: RunningServer) -> None:
     me = make_account(api)
     listener = add_key(api, me.user_id)
-    _, changes_uri = uris("gone")
-    send, frames = anyio.create_memory_object_stream[dict[str, Any]](10)
-    async with (
-        connect(api, me.key, session_id(me.user_id, "gone", "a"), mode=MODERN) as a,
-        anyio.create_task_group() as tasks,
-    ):
-        tasks.start_soon(_raw_listen, api, listener.key, session_id(me.user_id, "gone", "b"), [changes_uri], send)
+    async with agent_and_raw_listener(api, me.user_id, "gone", me.key, listener.key) as (a, frames):
         with anyio.fail_after(5):
             ack = await frames.receive()
             await anyio.to_thread.run_sync(lambda: revoke_key(api, listener.key_id))
             await anyio.sleep(api.settings.stream_recheck_seconds)
             await call(a, "session_broadcast_change", changes_summary="after the revocation")
             last = await frames.receive()
-        tasks.cancel_scope.cancel()
     assert ack["method"] == "notifications/subscriptions/acknowledged"
     assert last["id"] == "listen-raw" and "revoked" in last["error"]["message"]
