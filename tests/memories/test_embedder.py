@@ -57,3 +57,18 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_loads_and_runs_without_network(no_network: None) -> None:
     fresh = OnnxMiniLMEmbedder(threads=1)
     assert len(fresh.embed("offline")) == 384
+
+
+def test_a_lone_embedding_may_use_more_threads_with_the_same_result(embedder: OnnxMiniLMEmbedder) -> None:
+    """Two sessions over one model (alone: several threads; concurrent: one each) give the same vectors."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wide = OnnxMiniLMEmbedder(threads=2)
+    texts = [f"memory number {n} about deploys and tests" for n in range(40)]
+    alone = [wide.embed(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(wide.embed, texts))
+    for a, b, c in zip(alone, together, (embedder.embed(t) for t in texts), strict=True):
+        assert cosine(a, b) >= 0.9999
+        assert cosine(a, c) >= 0.9999
+    assert wide._in_flight == 0

@@ -1,193 +1,41 @@
-"""mem0 vector-store adapters: Qdrant's engine in-process (qdrant-edge) and a Qdrant server (qdrant-client).
-
-Both accept the same filter dict and give it the same meaning (see ``parse_filters``). Neither offers BM25 keyword
-search, so mem0 scores hits by cosine similarity alone on either backend.
-"""
+"""mem0 store on Qdrant's own engine, in-process (qdrant-edge)."""
 
 from __future__ import annotations
-
-import os
-
-# mem0 reads these when it is first imported; this module is the first to import it.
-os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 import builtins
 import contextlib
 import fcntl
+import json
 import logging
+import os
 import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-import numpy as np
 import qdrant_edge as qe
 from mem0.vector_stores.base import VectorStoreBase
-from mem0.vector_stores.qdrant import Qdrant
-from pydantic import BaseModel, ConfigDict
-from qdrant_client import QdrantClient, models
+from pydantic import BaseModel
+
+from app.memories import lexical
+from app.memories.vector_stores import hybrid
+from app.memories.vector_stores.base import (
+    KEYWORD_FIELDS,
+    SCROLL_PAGE,
+    TENANT_FIELD,
+    IndexLocked,
+    StoredPoint,
+    StoreError,
+    valid_uuid,
+    wanted,
+)
+from app.memories.vector_stores.filters import FilterError, parse_filters, to_edge_filter
 
 log = logging.getLogger(__name__)
 
-Scalar = str | int | float | bool
 T = TypeVar("T")
-
-# How many hits the caller of a search wants. mem0 over-fetches (max(4 x limit, 60)) to fuse BM25 and entity scores,
-# which these stores do not provide, so anything past the caller's limit would only cost payload reads. The engine
-# sets it around each search; the stores honour it (same thread: mem0 calls the store synchronously).
-SEARCH_LIMIT: ContextVar[int | None] = ContextVar("engram_search_limit", default=None)
-
-
-def wanted(top_k: int) -> int:
-    hint = SEARCH_LIMIT.get()
-    return min(top_k, hint) if hint else top_k
-
-
-# Payload fields every read filters on; user_id is the tenant.
-TENANT_FIELD = "user_id"
-KEYWORD_FIELDS = ("visibility", "tags", "scope")
-SCROLL_PAGE = 1000
-
-
-class FilterError(ValueError):
-    """The caller's filter dict cannot be expressed."""
-
-
-class StoreError(RuntimeError):
-    """The vector store itself failed (I/O, closed, unreachable)."""
-
-
-class IndexLocked(StoreError):
-    """Another process has the embedded index open (qdrant-edge: one process per data path)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"the vector index at {path} is in use by another process")
-        self.path = path
-
-
-@dataclass(frozen=True, slots=True)
-class StoredPoint:
-    """What the adapters hand back to mem0: it reads ``id``, ``score`` and ``payload``."""
-
-    id: str
-    payload: dict[str, Any]
-    score: float | None = None
-
-
-# --- filters ------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    """``key`` (a dotted payload path) equals one of ``values``; all conditions of a filter must hold."""
-
-    key: str
-    op: Literal["eq", "in"]
-    values: tuple[Scalar, ...]
-
-
-def _scalar(key: str, value: Any) -> Scalar:
-    if isinstance(value, str | bool | int | float):
-        return value
-    raise FilterError(f"filter value for {key!r} must be a string, number or boolean")
-
-
-def parse_filters(filters: Mapping[str, Any] | None) -> list[Condition]:
-    """The one filter grammar both stores accept.
-
-    ``{"k": v}`` is equality, ``{"k": {"eq": v}}`` too, ``{"k": {"in": [...]}}`` is membership, ``{"AND": [f, ...]}``
-    requires every sub-filter. A dotted key is a nested payload path. On an array field (``tags``) equality means
-    "contains", so ``AND`` of equalities on ``tags`` means "has all of these tags". Anything else is rejected rather
-    than guessed at.
-    """
-    conditions: list[Condition] = []
-    for key, value in (filters or {}).items():
-        if key == "AND":
-            if not isinstance(value, list) or not all(isinstance(sub, Mapping) for sub in value):
-                raise FilterError("AND takes a list of filter objects")
-            for sub in value:
-                conditions.extend(parse_filters(sub))
-            continue
-        if not isinstance(key, str) or not key or key.startswith("$") or key in ("OR", "NOT"):
-            raise FilterError(f"unsupported filter key {key!r}")
-        if any(not part for part in key.split(".")):
-            raise FilterError(f"invalid filter path {key!r}")
-        if isinstance(value, Mapping):
-            if len(value) != 1:
-                raise FilterError(f"filter on {key!r} takes exactly one operator")
-            ((op, operand),) = value.items()
-            if op == "eq":
-                conditions.append(Condition(key, "eq", (_scalar(key, operand),)))
-            elif op == "in":
-                if not isinstance(operand, list) or not operand:
-                    raise FilterError(f"'in' on {key!r} takes a non-empty list")
-                conditions.append(Condition(key, "in", tuple(_scalar(key, v) for v in operand)))
-            else:
-                raise FilterError(f"unsupported filter operator {op!r} on {key!r}")
-        else:
-            conditions.append(Condition(key, "eq", (_scalar(key, value),)))
-    return conditions
-
-
-def _homogeneous(values: tuple[Scalar, ...], kind: type) -> bool:
-    return all(isinstance(v, kind) and not isinstance(v, bool) for v in values)
-
-
-def to_edge_filter(conditions: Sequence[Condition]) -> qe.Filter | None:
-    """Render for qdrant-edge."""
-
-    def one(key: str, value: Scalar) -> qe.FieldCondition:
-        if isinstance(value, float):  # MatchValue takes str, int and bool only
-            return qe.FieldCondition(key=key, range=qe.RangeFloat(gte=value, lte=value))
-        if isinstance(value, bool):
-            # qdrant-edge 0.9.0 reads a Python bool as the integer 1/0, which never matches a JSON true/false;
-            # numpy's bool is not an int subclass, so it arrives as a bool.
-            return qe.FieldCondition(key=key, match=qe.MatchValue(np.bool_(value)))  # type: ignore[arg-type]
-        return qe.FieldCondition(key=key, match=qe.MatchValue(value))
-
-    must: list[Any] = []
-    for c in conditions:
-        if c.op == "eq":
-            must.append(one(c.key, c.values[0]))
-        elif _homogeneous(c.values, str) or _homogeneous(c.values, int):
-            must.append(qe.FieldCondition(key=c.key, match=qe.MatchAny(list(c.values))))  # type: ignore[arg-type]
-        else:
-            must.append(qe.Filter(should=[one(c.key, v) for v in c.values]))
-    return qe.Filter(must=must) if must else None
-
-
-def to_client_filter(conditions: Sequence[Condition]) -> models.Filter | None:
-    """Render for qdrant-client, condition for condition the same as ``to_edge_filter``."""
-
-    def one(key: str, value: Scalar) -> models.FieldCondition:
-        if isinstance(value, float):
-            return models.FieldCondition(key=key, range=models.Range(gte=value, lte=value))
-        return models.FieldCondition(key=key, match=models.MatchValue(value=value))
-
-    must: list[Any] = []
-    for c in conditions:
-        if c.op == "eq":
-            must.append(one(c.key, c.values[0]))
-        elif _homogeneous(c.values, str) or _homogeneous(c.values, int):
-            must.append(models.FieldCondition(key=c.key, match=models.MatchAny(any=list(c.values))))
-        else:
-            must.append(models.Filter(should=[one(c.key, v) for v in c.values]))
-    return models.Filter(must=must) if must else None
-
-
-def _valid_uuid(value: Any) -> bool:
-    try:
-        uuid.UUID(str(value))
-    except ValueError:
-        return False
-    return True
-
-
-# --- qdrant-edge --------------------------------------------------------------------------------------------------
 
 
 class _SharedExclusiveLock:
@@ -256,6 +104,58 @@ def _lock_exclusively(shard_path: Path) -> int:
     return fd
 
 
+_FORMULA = qe.Formula(
+    qe.Expression.Sum(
+        [
+            qe.Expression.Mult(
+                [
+                    qe.Expression.Constant(hybrid.DENSE_WEIGHT),
+                    qe.Expression.Max([qe.Expression.Variable("$score[0]"), qe.Expression.Constant(0.0)]),
+                ]
+            ),
+            qe.Expression.Mult(
+                [
+                    qe.Expression.Constant(1 - hybrid.DENSE_WEIGHT),
+                    qe.Expression.Div(
+                        qe.Expression.Variable("$score[1]"),
+                        qe.Expression.Sum(
+                            [qe.Expression.Variable("$score[1]"), qe.Expression.Constant(hybrid.SATURATION)]
+                        ),
+                        by_zero_default=0.0,
+                    ),
+                ]
+            ),
+        ]
+    ),
+    defaults={"$score[0]": 0.0, "$score[1]": 0.0},
+)
+
+
+def _point(point_id: str, vector: Sequence[float], payload: dict[str, Any]) -> qe.Point:
+    sparse = hybrid.sparse_of(payload)
+    vectors: dict[str, Any] = {hybrid.DENSE: list(vector)}
+    if sparse.indices:
+        vectors[hybrid.LEXICAL] = qe.SparseVector(sparse.indices, sparse.values)
+    return qe.Point(point_id, vectors, payload)
+
+
+def _lexical_of(vectors: Any) -> lexical.Sparse | None:
+    found = vectors.get(hybrid.LEXICAL) if isinstance(vectors, dict) else None
+    return None if found is None else lexical.Sparse(list(found.indices), list(found.values))
+
+
+def _dense_only(shard_path: Path) -> bool:
+    """Whether the shard at ``shard_path`` exists and was made without the lexical vector."""
+    config_file = shard_path / "edge_config.json"
+    if not config_file.is_file():
+        return False
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, ValueError):
+        return False  # let the engine's own load report it
+    return hybrid.LEXICAL not in (config.get("sparse_vectors") or {})
+
+
 class EdgeStoreConfig(BaseModel):
     """What mem0's VectorStoreFactory passes to ``EdgeVectorStore`` (mem0 also deep-copies it for its entity store)."""
 
@@ -304,6 +204,8 @@ class EdgeVectorStore(VectorStoreBase):
         # The last flush's failure until one succeeds: ``ping`` (readiness) reports it.
         self._flush_failure: StoreError | None = None
         self._lock_fd: int | None = None
+        # True when opening found a dense-only index (from before hybrid search) and emptied it to rebuild it.
+        self.rebuilt = False
         self._claim()
         try:
             self._shard = self._load_or_create()
@@ -330,7 +232,7 @@ class EdgeVectorStore(VectorStoreBase):
         if ids is None:
             ids = [str(uuid.uuid4()) for _ in vectors]
         points = [
-            qe.Point(str(pid), list(vector), dict(payloads[i]) if payloads else {})
+            _point(str(pid), vector, dict(payloads[i]) if payloads else {})
             for i, (pid, vector) in enumerate(zip(ids, vectors, strict=True))
         ]
         self._write(qe.UpdateOperation.upsert_points(points))
@@ -338,21 +240,49 @@ class EdgeVectorStore(VectorStoreBase):
     def search(
         self, query: str, vectors: Sequence[float], top_k: int = 5, filters: Mapping[str, Any] | None = None
     ) -> list[StoredPoint]:
-        request = qe.QueryRequest(
-            limit=wanted(top_k),
-            query=qe.Query.Nearest(list(vectors)),
-            filter=to_edge_filter(parse_filters(filters)),
-            with_payload=True,
-        )
+        """Hybrid: the dense and the lexical prefetch fused by ``hybrid``'s formula inside the query, in two passes
+        (the second with the first's feedback terms added to the lexical query)."""
+        limit = wanted(top_k)
+        edge_filter = to_edge_filter(parse_filters(filters))
+        dense = list(vectors)
+        sparse = lexical.query_vector(query or "")
+        if sparse.indices:
+            first = self._read(
+                lambda shard: shard.query(
+                    self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, edge_filter, with_payload=False)
+                )
+            )
+            sparse = hybrid.expand(sparse, [_lexical_of(h.vector) for h in first])
+        request = self._hybrid(dense, sparse, limit, edge_filter, with_payload=True)
         hits = self._read(lambda shard: shard.query(request))
         return [StoredPoint(str(h.id), dict(h.payload or {}), h.score) for h in hits]
 
+    @staticmethod
+    def _hybrid(
+        dense: builtins.list[float], sparse: lexical.Sparse, limit: int, edge_filter: Any, *, with_payload: bool
+    ) -> qe.QueryRequest:
+        nearest = qe.Query.Nearest(dense, using=hybrid.DENSE)
+        prefetches = [qe.Prefetch(limit=hybrid.dense_prefetch(limit), query=nearest)]
+        if sparse.indices:
+            vector = qe.SparseVector(sparse.indices, sparse.values)
+            prefetches.append(
+                qe.Prefetch(limit=hybrid.lexical_prefetch(limit), query=qe.Query.Nearest(vector, using=hybrid.LEXICAL))
+            )
+        return qe.QueryRequest(
+            limit=limit,
+            prefetches=prefetches,
+            query=_FORMULA,
+            filter=edge_filter,
+            with_payload=with_payload,
+            with_vector=None if with_payload else [hybrid.LEXICAL],
+        )
+
     def keyword_search(self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None) -> None:
-        """No BM25 here (nor in ``ServerQdrantStore``): scores stay comparable across backends."""
+        """BM25 is fused inside ``search``; mem0 must not add its own on top (same in ``ServerQdrantStore``)."""
         return None
 
     def delete(self, vector_id: str) -> None:
-        if _valid_uuid(vector_id):
+        if valid_uuid(vector_id):
             self._write(qe.UpdateOperation.delete_points([str(vector_id)]))
 
     def update(
@@ -361,15 +291,15 @@ class EdgeVectorStore(VectorStoreBase):
         """Like mem0's Qdrant store: both given -> replace the point; payload only -> merge into it."""
         pid = str(vector_id)
         if vector is not None and payload is not None:
-            self._write(qe.UpdateOperation.upsert_points([qe.Point(pid, list(vector), dict(payload))]))
+            self._write(qe.UpdateOperation.upsert_points([_point(pid, vector, dict(payload))]))
             return
         if payload is not None:
             self._write(qe.UpdateOperation.set_payload([pid], dict(payload)))
         if vector is not None:
-            self._write(qe.UpdateOperation.update_vectors([qe.PointVectors(pid, list(vector))]))
+            self._write(qe.UpdateOperation.update_vectors([qe.PointVectors(pid, {hybrid.DENSE: list(vector)})]))
 
     def get(self, vector_id: str) -> StoredPoint | None:
-        if not _valid_uuid(vector_id):
+        if not valid_uuid(vector_id):
             return None
         records = self._read(lambda shard: shard.retrieve([str(vector_id)], True, False))
         return StoredPoint(str(records[0].id), dict(records[0].payload or {})) if records else None
@@ -425,6 +355,19 @@ class EdgeVectorStore(VectorStoreBase):
         request = qe.CountRequest(exact=True, filter=to_edge_filter(parse_filters(filters)))
         return self._read(lambda shard: shard.count(request))
 
+    def vectors(self, ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], builtins.list[float]]]:
+        """The payload and vector of each point among ``ids`` (edge sync ships vectors instead of re-embedding)."""
+        wanted_ids: builtins.list[int | uuid.UUID | str] = [str(i) for i in ids if valid_uuid(i)]
+        if not wanted_ids:
+            return {}
+        records = self._read(lambda shard: shard.retrieve(wanted_ids, True, True))
+        out: dict[str, tuple[dict[str, Any], builtins.list[float]]] = {}
+        for r in records:
+            dense = hybrid.dense_of(r.vector)
+            if dense is not None:
+                out[str(r.id)] = (dict(r.payload or {}), dense)
+        return out
+
     def ping(self) -> None:
         self._read(lambda shard: shard.info())
         if self._flush_failure is not None:
@@ -479,11 +422,18 @@ class EdgeVectorStore(VectorStoreBase):
 
     def _load_or_create(self) -> qe.EdgeShard:
         config = qe.EdgeConfig(
-            vectors=qe.EdgeVectorParams(size=self.embedding_model_dims, distance=qe.Distance.Cosine),
+            vectors={hybrid.DENSE: qe.EdgeVectorParams(size=self.embedding_model_dims, distance=qe.Distance.Cosine)},
+            sparse_vectors={hybrid.LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             # We never optimize while serving, so no point may wait for an optimization to become visible.
             optimizers=qe.EdgeOptimizersConfig(prevent_unoptimized=False),
         )
         try:
+            if _dense_only(self.shard_path):
+                # Built before hybrid search: its points lack the lexical vector and the engine cannot add one to a
+                # shard. Start empty; start-up repair (or `engram reindex`) refills it from the database.
+                log.warning("the vector index at %s predates hybrid search: rebuilding it", self.shard_path)
+                shutil.rmtree(self.shard_path)
+                self.rebuilt = True
             if self.shard_path.is_dir() and any(self.shard_path.iterdir()):
                 shard = qe.EdgeShard.load(str(self.shard_path))
             else:
@@ -537,141 +487,3 @@ class EdgeVectorStore(VectorStoreBase):
                 self.flush()
             except Exception:
                 log.exception("background flush of %s failed", self.shard_path)
-
-
-# --- qdrant-client ------------------------------------------------------------------------------------------------
-
-
-class ServerQdrantConfig(BaseModel):
-    """What mem0's VectorStoreFactory passes to ``ServerQdrantStore``."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    collection_name: str = "engram_memories"
-    embedding_model_dims: int = 384
-    url: str | None = None
-    api_key: str | None = None
-    path: str | None = None
-
-
-def _locked(method: Callable[..., T]) -> Callable[..., T]:
-    def wrapper(self: ServerQdrantStore, *args: Any, **kwargs: Any) -> T:
-        with self._lock:
-            try:
-                return method(self, *args, **kwargs)
-            except (FilterError, StoreError):
-                raise
-            except Exception as exc:
-                raise StoreError(f"qdrant failure: {exc}") from exc
-
-    wrapper.__name__ = method.__name__
-    wrapper.__doc__ = method.__doc__
-    return wrapper
-
-
-class ServerQdrantStore(Qdrant):
-    """mem0's own Qdrant store with Engram's payload indexes and filter grammar.
-
-    On a server (``url``) calls run concurrently. In qdrant-client's local mode (``path``, tests and small installs)
-    every call is serialised: concurrent local-mode calls crash with ``sqlite3.OperationalError``.
-    """
-
-    def __init__(
-        self,
-        collection_name: str = "engram_memories",
-        embedding_model_dims: int = 384,
-        url: str | None = None,
-        api_key: str | None = None,
-        path: str | None = None,
-    ) -> None:
-        if not url and not path:
-            raise ValueError("ServerQdrantStore needs a url or a path")
-        local = not url
-        self._lock: contextlib.AbstractContextManager[Any] = threading.RLock() if local else contextlib.nullcontext()
-        try:
-            with self._lock:
-                if local:
-                    super().__init__(collection_name, embedding_model_dims, path=path, on_disk=True)
-                else:
-                    client = QdrantClient(url=url, api_key=api_key)
-                    super().__init__(collection_name, embedding_model_dims, client=client, on_disk=True)
-        except Exception as exc:
-            raise StoreError(f"cannot open qdrant collection {collection_name!r}: {exc}") from exc
-        self.is_local = local
-        # No BM25 (fastembed would download a model): semantic scores only, like EdgeVectorStore.
-        self._bm25_encoder = False
-
-    def _create_filter_indexes(self) -> None:
-        """The tenant index (``is_tenant``) plus the fields every read filters on. Local mode has no indexes."""
-        if self.is_local:  # set by mem0's Qdrant.__init__ before it creates the collection
-            return
-        indexes: list[tuple[str, Any]] = [
-            (TENANT_FIELD, models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)),
-            *((field, models.PayloadSchemaType.KEYWORD) for field in KEYWORD_FIELDS),
-        ]
-        for field, schema in indexes:
-            self.client.create_payload_index(self.collection_name, field_name=field, field_schema=schema, wait=True)
-
-    def _create_filter(self, filters: dict[str, Any]) -> models.Filter | None:
-        return to_client_filter(parse_filters(filters))
-
-    insert = _locked(Qdrant.insert)
-    _locked_search = _locked(Qdrant.search)
-
-    def search(
-        self, query: str, vectors: list[float], top_k: int = 5, filters: dict[str, Any] | None = None
-    ) -> list[Any]:
-        return builtins.list(self._locked_search(query, vectors, wanted(top_k), filters))
-
-    search_batch = _locked(Qdrant.search_batch)
-    update = _locked(Qdrant.update)
-    list_cols = _locked(Qdrant.list_cols)
-    delete_col = _locked(Qdrant.delete_col)
-    col_info = _locked(Qdrant.col_info)
-    list = _locked(Qdrant.list)
-    reset = _locked(Qdrant.reset)
-
-    def keyword_search(self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None) -> None:
-        """No BM25 (see the class docstring)."""
-        return None
-
-    @_locked
-    def delete(self, vector_id: str) -> None:
-        if _valid_uuid(vector_id):
-            Qdrant.delete(self, vector_id)
-
-    @_locked
-    def get(self, vector_id: str) -> StoredPoint | None:
-        if not _valid_uuid(vector_id):
-            return None
-        found = self.client.retrieve(self.collection_name, ids=[str(vector_id)], with_payload=True)
-        return StoredPoint(str(found[0].id), dict(found[0].payload or {})) if found else None
-
-    @_locked
-    def ids(self, filters: Mapping[str, Any] | None = None) -> set[str]:
-        query_filter = to_client_filter(parse_filters(filters))
-        found: set[str] = set()
-        offset: Any = None
-        while True:
-            records, offset = self.client.scroll(
-                self.collection_name, scroll_filter=query_filter, limit=SCROLL_PAGE, offset=offset, with_payload=False
-            )
-            found.update(str(r.id) for r in records)
-            if offset is None:
-                return found
-
-    @_locked
-    def count(self, filters: Mapping[str, Any] | None = None) -> int:
-        query_filter = to_client_filter(parse_filters(filters))
-        return self.client.count(self.collection_name, count_filter=query_filter, exact=True).count
-
-    @_locked
-    def ping(self) -> None:
-        self.client.get_collection(self.collection_name)
-
-    def flush(self) -> None:
-        """Qdrant makes its own writes durable."""
-
-    @_locked
-    def close(self) -> None:
-        self.client.close()

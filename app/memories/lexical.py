@@ -1,0 +1,161 @@
+"""The lexical half of hybrid search: our tokenizer and the BM25 sparse vectors both stores keep beside the dense one.
+
+A document's vector holds BM25's term-frequency part for each token; Qdrant multiplies in the inverse document
+frequency itself (the sparse vector's IDF modifier), so the vector depends on the memory alone: its content, the
+content of the memory written just before it (``context``: a reply is found by the question it answers), and the
+dates it carries (its metadata's date values and when it was created, so "when" and "in May" find it). A pure
+function of those fields: any store, or a machine receiving a synced memory, computes the same vector.
+
+Token ids are CRC-32 of the token: stable across processes, machines and versions, unlike ``hash()``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import snowballstemmer
+
+# BM25 parameters, tuned on conversational memories (short texts); AVG_LEN is the mean weighted token count of a
+# document, fixed so that a vector never depends on the rest of the collection.
+K1 = 0.9
+B = 0.75
+AVG_LEN = 24.0
+CONTEXT_WEIGHT = 0.5
+DATE_WEIGHT = 1.0
+CONTEXT_CHARS = 1000
+MAX_TOKEN_CHARS = 40
+
+# English stopwords (the classic Snowball list, plus contractions split at the apostrophe).
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being below between
+    both but by can cannot could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other ought our ours ourselves out over own same she should so some
+    such than that the their theirs them themselves then there these they this those through to too under
+    until up very was we were what when where which while who whom why will with would you your yours yourself
+    yourselves d ll m re s t ve don didn doesn isn wasn aren weren hasn haven hadn won wouldn shouldn couldn
+    mustn shan let
+    """.split()  # noqa: SIM905
+)
+MONTHS = (
+    "january february march april may june july august september october november december".split()  # noqa: SIM905
+)
+_MONTH_NAMES = frozenset(MONTHS) | {m[:3] for m in MONTHS} | {"sept"}
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+_YEAR = re.compile(r"\b(1[89]\d\d|2[01]\d\d)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Sparse:
+    """A sparse vector: token ids and their weights, ids ascending."""
+
+    indices: list[int]
+    values: list[float]
+
+
+@functools.cache
+def _stemmer() -> Any:
+    return snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    stemmed: str = _stemmer().stemWord(word)
+    return stemmed
+
+
+def _fold(text: str) -> str:
+    """Lowercase, accents removed (café -> cafe), typographic apostrophes made plain."""
+    text = unicodedata.normalize("NFKD", text.lower().replace("\u2019", "'"))
+    return "".join(c for c in text if not unicodedata.combining(c))
+
+
+def tokenize(text: str) -> list[str]:
+    """Words of ``text`` as search tokens: folded, possessives and stopwords dropped, stemmed (Snowball English)."""
+    tokens: list[str] = []
+    for word in _WORD.findall(_fold(text)):
+        if word.endswith("'s"):
+            word = word[:-2]
+        for part in word.split("'"):
+            if part and part not in STOPWORDS and len(part) <= MAX_TOKEN_CHARS:
+                tokens.append(_stem(part))
+    return tokens
+
+
+def token_id(token: str) -> int:
+    return zlib.crc32(token.encode())
+
+
+def date_tokens(value: Any) -> list[str]:
+    """The tokens of a date: an ISO 8601 timestamp becomes its day, month name and year; a text naming a month and a
+    year is tokenized as it is. Anything else is not a date and gives nothing."""
+    if not isinstance(value, str) or not value or len(value) > 100:
+        return []
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        words = set(_WORD.findall(_fold(value)))
+        return tokenize(value) if words & _MONTH_NAMES and _YEAR.search(value) else []
+    return tokenize(f"{moment.day} {MONTHS[moment.month - 1]} {moment.year}")
+
+
+def _dates(metadata: Mapping[str, Any] | None, created_at: str | None) -> list[str]:
+    tokens = [token for value in (metadata or {}).values() for token in date_tokens(value)]
+    if not tokens and created_at:
+        # The memory's own time stands in only when the caller gave none: theirs says when it happened.
+        tokens = date_tokens(created_at)
+    return tokens
+
+
+def _weights(weighted: Iterable[tuple[list[str], float]]) -> Sparse:
+    counts: defaultdict[int, float] = defaultdict(float)
+    for tokens, weight in weighted:
+        for token in tokens:
+            counts[token_id(token)] += weight
+    length = sum(counts.values())
+    norm = K1 * (1 - B + B * length / AVG_LEN)
+    indices = sorted(counts)
+    return Sparse(indices, [counts[i] * (K1 + 1) / (counts[i] + norm) for i in indices])
+
+
+def document_vector(
+    content: str,
+    *,
+    context: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    created_at: str | None = None,
+) -> Sparse:
+    """The BM25 term-frequency vector of a memory (Qdrant applies the IDF)."""
+    return _weights(
+        [
+            (tokenize(content), 1.0),
+            (tokenize(context[:CONTEXT_CHARS]) if context else [], CONTEXT_WEIGHT),
+            (_dates(metadata, created_at), DATE_WEIGHT),
+        ]
+    )
+
+
+def payload_vector(payload: Mapping[str, Any]) -> Sparse:
+    """``document_vector`` of an index payload (content in ``data``, caller's metadata in ``meta``)."""
+    meta = payload.get("meta")
+    return document_vector(
+        str(payload.get("data") or ""),
+        context=payload.get("context") if isinstance(payload.get("context"), str) else None,
+        metadata=meta if isinstance(meta, Mapping) else None,
+        created_at=payload.get("created_at") if isinstance(payload.get("created_at"), str) else None,
+    )
+
+
+def query_vector(text: str) -> Sparse:
+    """Each distinct token of the query once (weight 1): the score is then the sum of the matched tokens' BM25."""
+    indices = sorted({token_id(token) for token in tokenize(text)})
+    return Sparse(indices, [1.0] * len(indices))

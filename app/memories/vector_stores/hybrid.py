@@ -1,0 +1,80 @@
+"""How both stores score a search: a dense (cosine) and a lexical (BM25) prefetch, fused by one formula in the query.
+
+score = DENSE_WEIGHT * max(cosine, 0) + (1 - DENSE_WEIGHT) * bm25 / (bm25 + SATURATION)
+
+Both terms lie in [0, 1], so the fused score does too and reads the same on every store: about 0 for unrelated text,
+0.1-0.2 for a paraphrase sharing no word, 0.4 and more when the words match as well. The weights were tuned on a
+public conversational benchmark (bench/quality.py). A point one prefetch missed counts 0 for that term; the
+prefetches reach far past the caller's limit so that this rarely matters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.memories import lexical
+
+DENSE = ""  # the dense vector keeps the unnamed slot it had before hybrid search
+LEXICAL = "lexical"
+DENSE_WEIGHT = 0.25
+SATURATION = 10.0
+# The dense prefetch reaches deep: a point the lexical prefetch found but the dense one did not would lose its dense
+# term. Scoring a tenant's points is a scan either way (no HNSW on the embedded store), so depth costs little.
+DENSE_PREFETCH = 500
+LEXICAL_PREFETCH = 100
+
+# Pseudo-relevance feedback (a second pass): the words that stand out in the first pass's best FEEDBACK_DOCS results
+# (weighted by how rare they are among its first FEEDBACK_POOL) join the query with weight FEEDBACK_WEIGHT. It finds
+# what the question implies but does not say ("activities" -> the hiking and picnics the best hits talk about).
+FEEDBACK_DOCS = 4
+FEEDBACK_POOL = 100
+FEEDBACK_TERMS = 15
+FEEDBACK_WEIGHT = 0.25
+
+
+def dense_of(vectors: Any) -> list[float] | None:
+    """The dense vector of a point as a store returns it: by name beside the lexical one (or alone, unnamed)."""
+    if isinstance(vectors, dict):
+        vectors = vectors.get(DENSE)
+    if isinstance(vectors, list) and vectors and all(isinstance(x, int | float) for x in vectors):
+        return [float(x) for x in vectors]
+    return None
+
+
+def dense_prefetch(limit: int) -> int:
+    return max(DENSE_PREFETCH, 4 * limit)
+
+
+def lexical_prefetch(limit: int) -> int:
+    return max(LEXICAL_PREFETCH, 4 * limit)
+
+
+def expand(query: lexical.Sparse, ranked: Sequence[lexical.Sparse | None]) -> lexical.Sparse:
+    """The query with feedback terms: ``ranked`` are the lexical vectors of the first pass's results, best first."""
+    pool = [v for v in ranked[:FEEDBACK_POOL] if v is not None]
+    if len(pool) < 2:
+        return query
+    seen_in: defaultdict[int, int] = defaultdict(int)
+    for vector in pool:
+        for index in vector.indices:
+            seen_in[index] += 1
+    asked = set(query.indices)
+    weight: defaultdict[int, float] = defaultdict(float)
+    # Only results that share a word with the query vouch for others: a tiny collection's best hits may be unrelated.
+    for vector in (v for v in pool[:FEEDBACK_DOCS] if asked.intersection(v.indices)):
+        for index, value in zip(vector.indices, vector.values, strict=True):
+            if index not in asked:
+                weight[index] += value * math.log((len(pool) + 1) / (seen_in[index] + 0.5))
+    chosen = (
+        sorted((w, i) for i, w in weight.items() if w > 0)[len(weight) - FEEDBACK_TERMS :] if FEEDBACK_TERMS else []
+    )
+    terms = dict(zip(query.indices, query.values, strict=True)) | {i: FEEDBACK_WEIGHT for _, i in chosen}
+    indices = sorted(terms)
+    return lexical.Sparse(indices, [terms[i] for i in indices])
+
+
+def sparse_of(payload: Mapping[str, Any] | None) -> lexical.Sparse:
+    return lexical.payload_vector(payload or {})

@@ -1,0 +1,80 @@
+"""The tokenizer and the BM25 sparse vectors of hybrid search: pure functions of a memory's fields."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from app.memories import lexical
+
+
+def test_tokenize_folds_drops_stopwords_and_stems() -> None:
+    assert lexical.tokenize("The Café's espresso machines are RUNNING!") == ["cafe", "espresso", "machin", "run"]
+    assert lexical.tokenize("Caroline\u2019s adoption; she's adopting") == ["carolin", "adopt", "adopt"]
+    assert lexical.tokenize("deploy_prod v2.3 ZX-4471") == ["deploy", "prod", "v2", "3", "zx", "4471"]
+    assert lexical.tokenize("I don't know what it is") == ["know"]
+    assert lexical.tokenize("") == []
+    assert lexical.tokenize("a" * 41 + " ok") == ["ok"]
+
+
+def test_date_tokens() -> None:
+    assert lexical.date_tokens("2023-05-08T13:56:00+00:00") == ["8", "may", "2023"]
+    assert lexical.date_tokens("1:56 pm on 8 May, 2023") == ["1", "56", "pm", "8", "may", "2023"]
+    assert lexical.date_tokens("D1:3") == []
+    assert lexical.date_tokens("may I help") == []  # a month name without a year is not a date
+    assert lexical.date_tokens(42) == []
+
+
+def test_document_vector_is_bm25_term_frequency() -> None:
+    one = lexical.document_vector("deploy deploy fly")
+    weights = dict(zip(one.indices, one.values, strict=True))
+    deploy, fly = lexical.token_id("deploy"), lexical.token_id("fli")
+    assert set(weights) == {deploy, fly}
+    assert one.indices == sorted(one.indices)
+    assert weights[deploy] > weights[fly] > 0  # saturating term frequency
+    assert weights[deploy] < 2 * weights[fly]
+    # Longer documents weigh each occurrence less (length normalisation).
+    longer = lexical.document_vector("deploy fly " + " ".join(f"word{i}" for i in range(30)))
+    assert dict(zip(longer.indices, longer.values, strict=True))[fly] < weights[fly]
+
+
+def test_document_vector_takes_context_and_dates() -> None:
+    plain = lexical.document_vector("Melanie: Some fun ones like charades")
+    with_context = lexical.document_vector(
+        "Melanie: Some fun ones like charades", context="What activities did you do at the picnic?"
+    )
+    added = set(with_context.indices) - set(plain.indices)
+    assert added == {lexical.token_id(t) for t in ("activ", "picnic")}
+    dated = lexical.document_vector("We met", metadata={"date": "8 May, 2023", "n": 3})
+    assert {lexical.token_id(t) for t in ("may", "2023")} <= set(dated.indices)
+    # The memory's creation time stands in only when its metadata has no date.
+    created = lexical.document_vector("We met", created_at="2026-11-23T10:00:00+00:00")
+    assert lexical.token_id("novemb") in created.indices
+    both = lexical.document_vector("We met", metadata={"date": "8 May, 2023"}, created_at="2026-11-23T10:00:00+00:00")
+    assert lexical.token_id("novemb") not in both.indices
+
+
+def test_payload_vector_reads_the_index_payload() -> None:
+    payload = {"data": "Deploys run on fly", "context": "How do we ship?", "meta": {"when": "2024-02-01"}}
+    assert lexical.payload_vector(payload) == lexical.document_vector(
+        "Deploys run on fly", context="How do we ship?", metadata={"when": "2024-02-01"}
+    )
+    assert lexical.payload_vector({"data": 3, "context": ["x"], "meta": "y"}) == lexical.document_vector("3")
+
+
+def test_query_vector_counts_each_token_once() -> None:
+    query = lexical.query_vector("deploy and deploy to fly?")
+    assert query.indices == sorted({lexical.token_id("deploy"), lexical.token_id("fli")})
+    assert query.values == [1.0, 1.0]
+    assert lexical.query_vector("what is it?").indices == []
+
+
+def test_vectors_are_the_same_in_another_process() -> None:
+    """Token ids must not depend on the process (Python's hash() does): a synced machine computes the same."""
+    code = "from app.memories import lexical; print(lexical.document_vector('Caroline went to the support group'))"
+    root = Path(__file__).resolve().parents[2]
+    other = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True, timeout=60
+    ).stdout.strip()
+    assert other == str(lexical.document_vector("Caroline went to the support group"))
