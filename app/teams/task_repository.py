@@ -1,0 +1,227 @@
+"""Every SQL query about a session's task graph. Each takes the tenant (user id) and the session first."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, and_, exists, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.teams.models import SessionTask, TaskDependency
+
+OPEN, IN_PROGRESS, COMPLETED = "open", "in_progress", "completed"
+# Tasks are read as plain rows (the task table's columns, named like SessionTask's attributes): listing a graph of a
+# few hundred tasks then costs no ORM bookkeeping.
+TaskRow = Row[Any]
+_TASK_COLUMNS = tuple(SessionTask.__table__.c)
+
+
+def _task(user_id: str, session: str, task_id: str) -> Any:
+    return and_(SessionTask.user_id == user_id, SessionTask.session == session, SessionTask.task_id == task_id)
+
+
+async def task_ids(db: AsyncSession, user_id: str, session: str) -> set[str]:
+    query = select(SessionTask.task_id).where(SessionTask.user_id == user_id, SessionTask.session == session)
+    return set((await db.execute(query)).scalars())
+
+
+async def next_position(db: AsyncSession, user_id: str, session: str) -> int:
+    query = select(func.coalesce(func.max(SessionTask.position), -1) + 1).where(
+        SessionTask.user_id == user_id, SessionTask.session == session
+    )
+    return int((await db.execute(query)).scalar_one())
+
+
+async def add_tasks(db: AsyncSession, tasks: Sequence[SessionTask], deps: Sequence[TaskDependency]) -> None:
+    db.add_all(tasks)
+    await db.flush()
+    db.add_all(deps)
+    await db.flush()
+
+
+async def get_task(db: AsyncSession, user_id: str, session: str, task_id: str) -> TaskRow | None:
+    return (await db.execute(select(*_TASK_COLUMNS).where(_task(user_id, session, task_id)))).first()
+
+
+async def tasks_of(db: AsyncSession, user_id: str, session: str) -> Sequence[TaskRow]:
+    query = (
+        select(*_TASK_COLUMNS)
+        .where(SessionTask.user_id == user_id, SessionTask.session == session)
+        .order_by(SessionTask.position)
+    )
+    return (await db.execute(query)).all()
+
+
+async def deps_of(db: AsyncSession, user_id: str, session: str) -> dict[str, list[str]]:
+    """Every task of the session with its dependencies (tasks without any are absent)."""
+    query = (
+        select(TaskDependency.task_id, TaskDependency.depends_on)
+        .where(TaskDependency.user_id == user_id, TaskDependency.session == session)
+        .order_by(TaskDependency.task_id, TaskDependency.depends_on)
+    )
+    result: dict[str, list[str]] = {}
+    for task_id, dep in (await db.execute(query)).all():
+        result.setdefault(task_id, []).append(dep)
+    return result
+
+
+async def deps_with_status(
+    db: AsyncSession, user_id: str, session: str, task_id: str
+) -> list[tuple[str, str, str | None]]:
+    """``(dependency, its stored status, its assignee)`` for each dependency of one task."""
+    query = (
+        select(TaskDependency.depends_on, SessionTask.status, SessionTask.assignee)
+        .join(
+            SessionTask,
+            and_(
+                SessionTask.user_id == TaskDependency.user_id,
+                SessionTask.session == TaskDependency.session,
+                SessionTask.task_id == TaskDependency.depends_on,
+            ),
+        )
+        .where(TaskDependency.user_id == user_id, TaskDependency.session == session, TaskDependency.task_id == task_id)
+        .order_by(TaskDependency.depends_on)
+    )
+    return [(dep, status, assignee) for dep, status, assignee in (await db.execute(query)).all()]
+
+
+def _unfinished_dependency(user_id: str, session: str) -> Any:
+    """True for a task row (SessionTask) with a dependency that is not completed."""
+    dep_task = SessionTask.__table__.alias("dep_task")
+    return (
+        exists()
+        .where(
+            TaskDependency.user_id == user_id,
+            TaskDependency.session == session,
+            TaskDependency.task_id == SessionTask.task_id,
+            dep_task.c.user_id == TaskDependency.user_id,
+            dep_task.c.session == TaskDependency.session,
+            dep_task.c.task_id == TaskDependency.depends_on,
+            dep_task.c.status != COMPLETED,
+        )
+        .correlate(SessionTask)
+    )
+
+
+def _deps_csv(db: AsyncSession, user_id: str, session: str, task_id: str) -> Any:
+    """The task's dependencies as one comma-separated value (task ids never hold a comma), so that the UPDATE that
+    changes a task returns them too: a claim is then one statement and its commit."""
+    column = TaskDependency.depends_on
+    joined = func.string_agg(column, ",") if _dialect(db) == "postgresql" else func.group_concat(column, ",")
+    found = select(joined).where(
+        TaskDependency.user_id == user_id, TaskDependency.session == session, TaskDependency.task_id == task_id
+    )
+    return found.scalar_subquery().label("deps_csv")
+
+
+def _dialect(db: AsyncSession) -> str:
+    return db.get_bind().dialect.name
+
+
+def deps_in(row: TaskRow) -> list[str]:
+    """The dependencies a changed task's row carries (see ``_deps_csv``), sorted."""
+    return sorted(row.deps_csv.split(",")) if row.deps_csv else []
+
+
+async def claim(
+    db: AsyncSession, user_id: str, session: str, task_id: str, agent: str, now: datetime
+) -> TaskRow | None:
+    """Assign an available task to ``agent`` in one conditional UPDATE: the database picks exactly one winner
+    among concurrent claims (on any number of instances), and a task whose dependencies are not all completed
+    is never taken. Returns the claimed task (with ``deps_csv``), or None."""
+    statement = (
+        update(SessionTask)
+        .where(
+            _task(user_id, session, task_id),
+            SessionTask.status == OPEN,
+            ~_unfinished_dependency(user_id, session),
+        )
+        .values(status=IN_PROGRESS, assignee=agent, claimed_at=now)
+        .returning(*_TASK_COLUMNS, _deps_csv(db, user_id, session, task_id))
+    )
+    return (await db.execute(statement)).first()
+
+
+async def complete(
+    db: AsyncSession,
+    user_id: str,
+    session: str,
+    task_id: str,
+    agent: str,
+    *,
+    result: str,
+    files_modified: list[str],
+    now: datetime,
+) -> TaskRow | None:
+    """Complete a task ``agent`` is working on; returns it (with ``deps_csv``), or None."""
+    statement = (
+        update(SessionTask)
+        .where(_task(user_id, session, task_id), SessionTask.status == IN_PROGRESS, SessionTask.assignee == agent)
+        .values(status=COMPLETED, result=result, files_modified=files_modified, completed_at=now)
+        .returning(*_TASK_COLUMNS, _deps_csv(db, user_id, session, task_id))
+    )
+    return (await db.execute(statement)).first()
+
+
+async def release(db: AsyncSession, user_id: str, session: str, task_id: str, agent: str) -> TaskRow | None:
+    """Give back a task ``agent`` is working on; returns it (with ``deps_csv``), or None."""
+    statement = (
+        update(SessionTask)
+        .where(_task(user_id, session, task_id), SessionTask.status == IN_PROGRESS, SessionTask.assignee == agent)
+        .values(status=OPEN, assignee=None, claimed_at=None)
+        .returning(*_TASK_COLUMNS, _deps_csv(db, user_id, session, task_id))
+    )
+    return (await db.execute(statement)).first()
+
+
+async def release_all(db: AsyncSession, user_id: str, session: str, agent: str) -> list[str]:
+    """Give back every task ``agent`` is working on; returns their ids."""
+    held = await in_progress(db, user_id, session, agent=agent)
+    ids = [task_id for _, task_id in held]
+    if ids:
+        await db.execute(
+            update(SessionTask)
+            .where(
+                SessionTask.user_id == user_id,
+                SessionTask.session == session,
+                SessionTask.task_id.in_(ids),
+                SessionTask.status == IN_PROGRESS,
+                SessionTask.assignee == agent,
+            )
+            .values(status=OPEN, assignee=None, claimed_at=None)
+        )
+    return ids
+
+
+async def in_progress(
+    db: AsyncSession, user_id: str, session: str, *, agent: str | None = None
+) -> list[tuple[str, str]]:
+    """``(assignee, task id)`` of the tasks in progress, earliest claimed first."""
+    query = select(SessionTask.assignee, SessionTask.task_id).where(
+        SessionTask.user_id == user_id, SessionTask.session == session, SessionTask.status == IN_PROGRESS
+    )
+    if agent is not None:
+        query = query.where(SessionTask.assignee == agent)
+    query = query.order_by(SessionTask.claimed_at, SessionTask.position)
+    return [(str(assignee), task_id) for assignee, task_id in (await db.execute(query)).all()]
+
+
+async def now_available(db: AsyncSession, user_id: str, session: str, completed: str) -> list[str]:
+    """The open dependents of ``completed`` whose dependencies are all completed now."""
+    dependents = select(TaskDependency.task_id).where(
+        TaskDependency.user_id == user_id, TaskDependency.session == session, TaskDependency.depends_on == completed
+    )
+    query = (
+        select(SessionTask.task_id)
+        .where(
+            SessionTask.user_id == user_id,
+            SessionTask.session == session,
+            SessionTask.task_id.in_(dependents),
+            SessionTask.status == OPEN,
+            ~_unfinished_dependency(user_id, session),
+        )
+        .order_by(SessionTask.position)
+    )
+    return list((await db.execute(query)).scalars())
