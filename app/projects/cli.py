@@ -1,0 +1,227 @@
+"""``engram projects add|list`` and ``engram index``: registered folders, and indexing local or remote."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from app.errors import AppError, ValidationFailed
+from app.settings import Settings
+
+# After a file event, wait this long for the burst to settle before sending (remote --watch).
+SETTLE_SECONDS = 0.3
+
+
+def register(commands: Any) -> None:
+    """Add the project commands to the ``engram`` parser."""
+    projects = commands.add_parser("projects", help="folders indexed into a session").add_subparsers(
+        dest="action", required=True
+    )
+    add = projects.add_parser("add", help="register a folder, indexed into the session NAME of a user")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("path", metavar="PATH")
+    _globs(add)
+    add.add_argument("--user", required=True, metavar="USER_ID")
+    add.set_defaults(run=_add)
+    projects.add_parser("list", help="registered projects, one JSON object per line").set_defaults(run=_list)
+
+    index = commands.add_parser(
+        "index",
+        help="reconcile a registered project now (NAME), or index a folder into a remote Engram (PATH --url ...)",
+    )
+    index.add_argument("target", metavar="NAME|PATH")
+    index.add_argument("--user", metavar="USER_ID", help="the project's user, when several users have one named so")
+    index.add_argument("--url", help="a remote Engram to index the folder PATH into")
+    index.add_argument("--key", help="an API key of that Engram (write scope)")
+    index.add_argument("--session", help="the session to index into (remote)")
+    index.add_argument("--watch", action="store_true", help="keep sending changes until stopped (remote)")
+    _globs(index)
+    index.set_defaults(run=_index)
+
+
+def _globs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pattern", action="extend", nargs="+", default=[], metavar="GLOB", help="files to index (default: docs)"
+    )
+    parser.add_argument("--exclude", action="extend", nargs="+", default=[], metavar="GLOB", help="more to leave out")
+
+
+def _print(report: dict[str, Any]) -> None:
+    print(json.dumps(report, ensure_ascii=False), flush=True)
+
+
+def _add(args: argparse.Namespace, settings: Settings) -> int:
+    from app.db import Database
+    from app.projects.control import ask
+    from app.projects.registry import register
+
+    async def work() -> dict[str, Any]:
+        db = Database(settings.resolved_database_url)
+        try:
+            project = await register(db, args.user, args.name, args.path, args.pattern, args.exclude)
+        finally:
+            await db.dispose()
+        return project.model_dump(mode="json")
+
+    project = asyncio.run(work())
+    try:
+        ask(settings.data_dir, {"op": "reload"}, timeout=30)  # a running server starts watching it now
+    except (OSError, ValueError):
+        print("warning: the running server did not take the new project; it will at its next reload", file=sys.stderr)
+    _print(project)
+    return 0
+
+
+def _list(_: argparse.Namespace, settings: Settings) -> int:
+    from app.db import Database
+    from app.projects.registry import listing
+
+    async def work() -> list[dict[str, Any]]:
+        db = Database(settings.resolved_database_url)
+        try:
+            return [p.model_dump(mode="json", exclude={"patterns", "excludes"}) for p in await listing(db)]
+        finally:
+            await db.dispose()
+
+    for project in asyncio.run(work()):
+        _print(project)
+    return 0
+
+
+def _index(args: argparse.Namespace, settings: Settings) -> int:
+    if args.url:
+        return _index_remote(args)
+    for flag in ("key", "session", "pattern", "exclude"):
+        if getattr(args, flag):
+            raise ValidationFailed(f"--{flag} goes with --url; a registered project keeps its own settings")
+    if args.watch:
+        raise ValidationFailed("--watch goes with --url; `engram serve` watches registered projects itself")
+    _print(_index_local(args.target, args.user, settings))
+    return 0
+
+
+def _index_local(name: str, user_id: str | None, settings: Settings) -> dict[str, Any]:
+    """Ask the running server to reconcile; without one, open the data dir and do it here."""
+    from app.projects.control import ask
+
+    answer = ask(settings.data_dir, {"op": "index", "project": name, "user": user_id}, timeout=None)
+    if answer is not None:
+        if not answer.get("ok"):
+            error = answer.get("error") or {}
+            raise AppError(str(error.get("message") or "the running server refused"))
+        report: dict[str, Any] = answer["report"]
+        report.pop("files", None)
+        return report
+
+    from app.db import Database
+    from app.main import build_container, close_container
+    from app.memories.engine import IndexInUse
+    from app.projects.registry import find
+
+    async def known() -> None:
+        db = Database(settings.resolved_database_url)
+        try:
+            await find(db, name, user_id)
+        finally:
+            await db.dispose()
+
+    asyncio.run(known())  # an unknown or ambiguous name is answered before the engine starts
+
+    async def work() -> dict[str, Any]:
+        try:
+            container = await build_container(settings)
+        except IndexInUse as exc:
+            raise IndexInUse(
+                f"{exc.message}, by a server that does not answer on its control socket; index through it or stop it"
+            ) from exc
+        try:
+            project = await container.projects.find(name, user_id)
+            done = await container.projects.reconcile(project)
+        finally:
+            await close_container(container)
+        return done.model_dump(mode="json", exclude={"files"})
+
+    return asyncio.run(work())
+
+
+def _index_remote(args: argparse.Namespace) -> int:
+    from app.projects.remote import RemoteError, Target, client, rules_for_folder, sync
+
+    if not args.key or not args.session:
+        raise ValidationFailed("--url needs --key and --session")
+    if args.user:
+        raise ValidationFailed("--user is for registered projects; a remote index acts as the key's user")
+    root = Path(args.target).expanduser()
+    if not root.is_dir():
+        raise ValidationFailed(f"{args.target} is not a folder")
+    rules = rules_for_folder(root.resolve(), args.pattern, args.exclude)
+    target = Target(args.url, args.key, args.session)
+    with client(target) as http:
+
+        def once() -> dict[str, Any]:
+            try:
+                return sync(rules, target, http).model_dump(mode="json", exclude={"files"})
+            except RemoteError as exc:
+                raise AppError(str(exc)) from None
+
+        if args.watch:
+            _watch(rules, once)
+        else:
+            _print(once())
+    return 0
+
+
+def _watch(rules: Any, run: Any) -> None:
+    """Run ``run`` now, then after every burst of file events under the folder, until SIGINT or SIGTERM.
+
+    The folder is watched before the first run, so a change made while it runs is sent by the next one."""
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    changed = threading.Event()
+    stopping = threading.Event()
+
+    class Events(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            if event.event_type not in ("opened", "closed_no_write") and "/.git/" not in str(event.src_path) + "/":
+                changed.set()
+
+    def stop(*_: Any) -> None:
+        stopping.set()
+        changed.set()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    observer = Observer()
+    observer.daemon = True
+    observer.schedule(Events(), str(rules.root), recursive=True)
+    observer.start()
+    try:
+        _print(run())  # the first pass: its failure (a bad key, say) ends the command
+        while not stopping.is_set():
+            if not changed.wait(timeout=1.0):
+                continue
+            time.sleep(SETTLE_SECONDS)
+            changed.clear()
+            if stopping.is_set():
+                break
+            rules.forget_gitignores()
+            try:
+                report = run()
+            except AppError as exc:  # the server away for a while: say so and keep watching
+                print(f"error: {exc.message}", file=sys.stderr, flush=True)
+                continue
+            if report["added"] or report["changed"] or report["removed"] or report["skipped"]:
+                _print(report)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        observer.stop()
+        observer.join(timeout=10)

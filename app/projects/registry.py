@@ -1,0 +1,103 @@
+"""The registry of project folders: register, list and find them. Light to import (the command line uses it)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio.to_thread
+from sqlalchemy.exc import IntegrityError
+
+from app.accounts import service as accounts
+from app.db import Database, utcnow
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.identity import validate_name
+from app.projects import repository
+from app.projects.models import Project
+from app.projects.schemas import ProjectOut
+from app.projects.walker import DEFAULT_EXCLUDES, DEFAULT_PATTERNS
+
+MAX_PATTERNS = 100
+
+
+async def register(
+    db: Database, user_id: str, name: str, path: str, patterns: Sequence[str] = (), excludes: Sequence[str] = ()
+) -> ProjectOut:
+    """Register a folder for a user, indexed into the session ``name``; nothing is indexed yet."""
+    validate_name(name, "project")
+    folder = await anyio.to_thread.run_sync(_folder, path)
+    chosen = _globs(patterns, "pattern") or list(DEFAULT_PATTERNS)
+    excluded = list(dict.fromkeys([*DEFAULT_EXCLUDES, *_globs(excludes, "exclude")]))
+    try:
+        async with db.session() as session:
+            await accounts.require_user(session, user_id)
+            if await repository.project(session, user_id, name) is not None:
+                raise Conflict(f"user {user_id} already has a project named {name}")
+            project = Project(
+                id="prj_" + secrets.token_hex(8),
+                user_id=user_id,
+                name=name,
+                path=folder,
+                patterns=chosen,
+                excludes=excluded,
+                created_at=utcnow(),
+            )
+            session.add(project)
+    except IntegrityError:
+        raise Conflict(f"user {user_id} already has a project named {name}") from None
+    return await _out(db, project)
+
+
+async def listing(db: Database) -> list[ProjectOut]:
+    """Every registered project on this machine, with how many files and chunks are indexed and when."""
+    async with db.session() as session:
+        projects = await repository.all_projects(session)
+    return [await _out(db, project) for project in projects]
+
+
+async def find(db: Database, name: str, user_id: str | None = None) -> Project:
+    """The project of that name (of that user, when several users have one)."""
+    async with db.session() as session:
+        if user_id is not None:
+            found = await repository.project(session, user_id, name)
+            candidates = [found] if found is not None else []
+        else:
+            candidates = list(await repository.projects_named(session, name))
+    if not candidates:
+        raise NotFound(f"no project named {name}" + (f" for user {user_id}" if user_id else ""))
+    if len(candidates) > 1:
+        raise ValidationFailed(f"several users have a project named {name}: name the user with --user")
+    return candidates[0]
+
+
+async def _out(db: Database, project: Project) -> ProjectOut:
+    async with db.session() as session:
+        count, chunks = await repository.totals(session, project.user_id, project.name)
+    return ProjectOut(
+        name=project.name,
+        path=project.path,
+        user=project.user_id,
+        files=count,
+        chunks=chunks,
+        last_indexed=project.last_indexed_at,
+        patterns=list(project.patterns),
+        excludes=list(project.excludes),
+    )
+
+
+def _folder(path: str) -> str:
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise ValidationFailed(f"{path} is not a folder", field="path")
+    return str(folder.resolve())
+
+
+def _globs(values: Sequence[str], what: str) -> list[str]:
+    cleaned = [value.strip() for value in values if value.strip()]
+    if len(cleaned) > MAX_PATTERNS:
+        raise ValidationFailed(f"at most {MAX_PATTERNS} --{what} globs", field=what)
+    for value in cleaned:
+        if "\x00" in value or "\n" in value:
+            raise ValidationFailed(f"--{what} {value!r} is not a glob", field=what)
+    return list(dict.fromkeys(cleaned))
