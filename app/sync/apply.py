@@ -1,0 +1,304 @@
+"""Applying changes made elsewhere: the last writer wins per memory, a batch is one transaction, the index follows.
+
+Versions order by (hlc, origin). A change newer than the memory's version replaces it (a delete leaves a
+tombstone that carries the version, so it beats every older write); an older one loses, and when it brought
+something this memory never held, the loss is recorded in the memory's history with the winner named. The result
+depends only on the set of versions received, never on their order, so every node converges. Applied changes are
+appended to the log with the version they carry (never as this node's own), which is how the edge passes a
+node's change on to the others and how a node avoids sending a pulled change back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db import Database, utcnow
+from app.errors import Conflict, Forbidden, MemoryTooLarge, ValidationFailed
+from app.memories.engine import IndexedMemory, MemoryEngine
+from app.memories.models import MemoryEvent, MemoryRecord
+from app.memories.service import to_indexed
+from app.quotas.service import Quotas
+from app.sync import hlc as hlc_codec
+from app.sync.changelog import DELETE, UPSERT, ChangeLog, Op
+from app.sync.protocol import Incoming
+from app.text import check_text
+
+log = logging.getLogger(__name__)
+
+# Called inside the batch's transaction once the records are written (before the commit).
+Finish = Callable[[AsyncSession], Awaitable[None]]
+
+
+@dataclass
+class Applied:
+    applied: int = 0
+    unchanged: int = 0
+    conflicts: int = 0
+
+
+@dataclass
+class _Plan:
+    changed: dict[str, MemoryRecord] = field(default_factory=dict)
+    ops: dict[str, Op] = field(default_factory=dict)
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+    events: list[MemoryEvent] = field(default_factory=list)
+    net_added: int = 0
+    result: Applied = field(default_factory=Applied)
+
+
+class Applier:
+    """Applies batches of changes for one tenant. ``engine`` None: the database only (another process's index
+    follows the log, see ``app.sync.follower``)."""
+
+    def __init__(
+        self,
+        db: Database,
+        engine: MemoryEngine | None,
+        changes: ChangeLog,
+        *,
+        max_memory_chars: int,
+        max_clock_skew_seconds: float,
+        quotas: Quotas | None = None,
+    ) -> None:
+        self.db = db
+        self.engine = engine
+        self.changes = changes
+        self.max_memory_chars = max_memory_chars
+        self.max_skew_ms = int(max_clock_skew_seconds * 1000)
+        self.quotas = quotas
+
+    def check(self, batch: Sequence[Incoming]) -> None:
+        """The limits a local write has, and no version from a clock far ahead of ours."""
+        horizon = hlc_codec.wall_ms() + self.max_skew_ms
+        for change in batch:
+            content = change.record.content
+            check_text(content, "content")
+            if len(content) > self.max_memory_chars:
+                raise MemoryTooLarge(
+                    f"memory {change.memory_id} is {len(content)} characters; the limit is {self.max_memory_chars}"
+                )
+            ahead = hlc_codec.physical_ms(change.hlc) - horizon
+            if ahead > 0:
+                raise ValidationFailed(
+                    f"memory {change.memory_id}: its version is {(ahead + self.max_skew_ms) / 1000:.0f} s ahead of "
+                    "this clock; fix the clock of the machine that wrote it"
+                )
+
+    async def apply(
+        self,
+        user_id: str,
+        batch: Sequence[Incoming],
+        *,
+        source: str | None = None,
+        enforce_quota: bool = False,
+        finish: Finish | None = None,
+    ) -> Applied:
+        """Apply ``batch`` to ``user_id``'s memories, all or nothing; ``source`` names the link it came through."""
+        self.check(batch)
+        async with self.changes.guard(c.memory_id for c in batch):
+            return await self._apply(user_id, batch, source=source, enforce_quota=enforce_quota, finish=finish)
+
+    async def _apply(
+        self,
+        user_id: str,
+        batch: Sequence[Incoming],
+        *,
+        source: str | None,
+        enforce_quota: bool,
+        finish: Finish | None,
+    ) -> Applied:
+        plan = _Plan()
+        before: dict[str, IndexedMemory | None] = {}
+        index_touched = False
+        try:
+            async with self.db.session() as session:
+                ids = sorted({c.memory_id for c in batch})
+                rows = await _rows(session, ids)
+                for row in rows.values():
+                    if row.user_id != user_id:
+                        raise Forbidden(f"memory {row.id} cannot be written with this account's credentials")
+                before = {mid: (to_indexed(r) if r.deleted_at is None else None) for mid, r in rows.items()}
+                # Nothing reaches the database before the quota is reserved: it counts what is stored already.
+                with session.no_autoflush:
+                    for change in sorted(batch, key=lambda c: c.version):
+                        await self._one(session, user_id, rows, change, plan)
+                    if enforce_quota and self.quotas is not None and plan.net_added > 0:
+                        await self.quotas.reserve_memories(session, user_id, plan.net_added)
+                if plan.changed:
+                    await session.flush()
+                    await _insert_events(session, plan.events)
+                    index_touched = True
+                    await self._index(plan, before)
+                    records = list(plan.changed.values())
+                    await self.changes.append(session, records, [plan.ops[r.id] for r in records], source=source)
+                elif plan.events:
+                    await _insert_events(session, plan.events)
+                if finish is not None:
+                    await finish(session)
+        except IntegrityError as exc:
+            # Another transaction created one of these memories first: the batch is retried against it.
+            await self._restore(before, plan, index_touched)
+            raise Conflict("a memory in this batch was created meanwhile; retry") from exc
+        except BaseException:
+            await self._restore(before, plan, index_touched)
+            raise
+        if batch:
+            self.changes.clock.observe(max(c.hlc for c in batch))
+        if plan.changed:
+            self.changes.committed()
+        return plan.result
+
+    async def _one(
+        self, session: AsyncSession, user_id: str, rows: dict[str, MemoryRecord], change: Incoming, plan: _Plan
+    ) -> None:
+        record = rows.get(change.memory_id)
+        wire = change.record
+        actor = f"{user_id} via sync from {change.origin}"
+        if record is None:
+            record = MemoryRecord(
+                id=change.memory_id,
+                user_id=user_id,
+                session=wire.session,
+                agent=wire.agent,
+                scope=wire.scope,
+                visibility=wire.key(user_id),
+                role=wire.role,
+                content=wire.content,
+                tags=list(wire.tags),
+                metadata_=dict(wire.metadata),
+                created_at=wire.created_at,
+                updated_at=wire.updated_at,
+                deleted_at=wire.updated_at if change.op == DELETE else None,
+                hlc=change.hlc,
+                origin=change.origin,
+            )
+            session.add(record)
+            rows[change.memory_id] = record
+            event = "DELETE" if change.op == DELETE else "ADD"
+            content_field = "old_content" if change.op == DELETE else "new_content"
+            plan.events.append(_event(record, event, actor, **{content_field: wire.content}))
+            plan.net_added += change.op == UPSERT
+            self._changed(plan, record, change)
+            return
+        current = (record.hlc, record.origin)
+        if change.version == current:
+            plan.result.unchanged += 1
+            return
+        if change.version < current:
+            plan.result.conflicts += 1
+            await self._lost(session, record, change, plan)
+            return
+        was_live = record.deleted_at is None
+        if change.op == DELETE:
+            if was_live:
+                plan.events.append(_event(record, "DELETE", actor, old_content=record.content))
+                plan.net_added -= 1
+        elif was_live:
+            update = _event(record, "UPDATE", actor, old_content=record.content, new_content=wire.content)
+            plan.events.append(update)
+        else:
+            plan.events.append(_event(record, "ADD", actor, new_content=wire.content))
+            plan.net_added += 1
+        # The whole record comes from the winning version (a tombstone's too), so the state is the same everywhere.
+        record.session = wire.session
+        record.agent = wire.agent
+        record.scope = wire.scope
+        record.visibility = wire.key(user_id)
+        record.role = wire.role
+        record.content = wire.content
+        record.tags = list(wire.tags)
+        record.metadata_ = dict(wire.metadata)
+        record.created_at = wire.created_at
+        record.updated_at = wire.updated_at
+        record.deleted_at = wire.updated_at if change.op == DELETE else None
+        record.hlc = change.hlc
+        record.origin = change.origin
+        self._changed(plan, record, change)
+
+    @staticmethod
+    def _changed(plan: _Plan, record: MemoryRecord, change: Incoming) -> None:
+        plan.changed[record.id] = record
+        plan.ops[record.id] = change.op
+        plan.result.applied += 1
+        if change.op == UPSERT and change.vector is not None:
+            plan.vectors[record.id] = change.vector
+        else:
+            plan.vectors.pop(record.id, None)
+
+    async def _lost(self, session: AsyncSession, record: MemoryRecord, change: Incoming, plan: _Plan) -> None:
+        """Keep a losing version in the memory's history, naming the winner, unless the memory already held it."""
+        actor = (
+            f"sync: {change.op} {hlc_codec.encode(change.hlc)} from {change.origin} lost to "
+            f"{hlc_codec.encode(record.hlc)} from {record.origin}"
+        )[:200]
+        query = select(MemoryEvent.old_content, MemoryEvent.new_content, MemoryEvent.actor).where(
+            MemoryEvent.memory_id == record.id, MemoryEvent.user_id == record.user_id
+        )
+        seen = (await session.execute(query)).all()
+        pending = [(e.old_content, e.new_content, e.actor) for e in plan.events if e.memory_id == record.id]
+        history = [*seen, *pending]
+        if any(row[2] == actor for row in history):
+            return
+        if change.op == UPSERT:
+            held = {record.content} | {text for row in history for text in row[:2] if text is not None}
+            if change.record.content in held:
+                return
+        winner = None if record.deleted_at is not None else record.content
+        lost = change.record.content if change.op == UPSERT else None
+        plan.events.append(_event(record, "CONFLICT", actor, old_content=lost, new_content=winner))
+
+    async def _index(self, plan: _Plan, before: dict[str, IndexedMemory | None]) -> None:
+        if self.engine is None:
+            return
+        live = [r for r in plan.changed.values() if r.deleted_at is None]
+        gone = [mid for mid, r in plan.changed.items() if r.deleted_at is not None and before.get(mid) is not None]
+        if live:
+            await self.engine.upsert([to_indexed(r) for r in live], vectors=plan.vectors)
+        if gone:
+            await self.engine.purge(gone)
+
+    async def _restore(self, before: dict[str, IndexedMemory | None], plan: _Plan, touched: bool) -> None:
+        """Put the index back as the database still has it, after a batch that did not commit."""
+        if self.engine is None or not touched:
+            return
+        back = [state for mid in plan.changed if (state := before.get(mid)) is not None]
+        absent = [mid for mid in plan.changed if before.get(mid) is None]
+        try:
+            if back:
+                await self.engine.upsert(back)
+            if absent:
+                await self.engine.purge(absent)
+        except Exception:  # start-up repair removes what this could not
+            log.warning("could not restore the index after a failed sync batch", exc_info=True)
+
+
+async def _rows(session: AsyncSession, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+    """Every record with one of ``ids``, whoever owns it: the caller refuses a batch that touches another tenant's."""
+    if not ids:
+        return {}
+    query = select(MemoryRecord).where(MemoryRecord.id.in_(ids))
+    return {r.id: r for r in (await session.execute(query)).scalars()}
+
+
+async def _insert_events(session: AsyncSession, events: Sequence[MemoryEvent]) -> None:
+    """In one statement (the ORM would insert them one by one to learn their ids, which nothing here needs)."""
+    if events:
+        columns = ("memory_id", "user_id", "event", "old_content", "new_content", "actor", "created_at")
+        await session.execute(insert(MemoryEvent), [{c: getattr(e, c) for c in columns} for e in events])
+
+
+def _event(record: MemoryRecord, event: str, actor: str, **contents: str | None) -> MemoryEvent:
+    return MemoryEvent(
+        memory_id=record.id,
+        user_id=record.user_id,
+        event=event,
+        actor=actor[:200],
+        created_at=utcnow(),
+        **contents,
+    )

@@ -1,0 +1,150 @@
+"""A link's calls to its edge's ``/sync/v1``, with its token renewed once when the edge answers 401.
+
+Errors come back as ``credentials``' kinds, each with the ``state`` the link shows: ``EdgeUnreachable``
+(offline: no answer, a 5xx, a rate limit), ``CredentialsRefused`` (unauthorized: still 401 after renewing, or the
+renewal refused) and ``PushRefused`` (refused: the edge answered why it will not take the changes, which stay
+pending). ``CursorReset`` asks the caller to pull again from the beginning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from app.db import Database
+from app.sync import credentials, links
+from app.sync.credentials import CredentialsRefused, Edge, EdgeUnreachable, SyncAuthError, Tokens
+from app.sync.protocol import ChangeWire, PullOut, PushIn, PushOut
+
+# Renew a token this long before it expires, rather than have a request refused.
+RENEW_BEFORE_SECONDS = 60.0
+# How long to wait for another process that is renewing the same link's tokens.
+OTHER_RENEWAL_SECONDS = 30.0
+
+
+class PushRefused(SyncAuthError):
+    """The edge will not take these changes (a quota, another tenant's memory, a change it finds invalid)."""
+
+    status_code = 409
+    code = "refused"
+    state = "refused"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class CursorReset(SyncAuthError):
+    """The edge's log is behind this link's cursor (restored from an older copy): pull everything again."""
+
+    state = "ok"
+
+
+def _error_message(response: httpx.Response) -> tuple[str, str]:
+    try:
+        body = response.json()
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict):
+            return str(error.get("code", "")), str(error.get("message", ""))[:500]
+    except ValueError:
+        pass
+    return "", response.text[:200]
+
+
+class EdgeSession:
+    """One link's conversation with its edge. Created per process; ``http`` is owned by the caller."""
+
+    def __init__(self, http: httpx.AsyncClient, db: Database, link_id: str, edge: Edge, tokens: Tokens) -> None:
+        self.http = http
+        self.db = db
+        self.link_id = link_id
+        self.edge = edge
+        self.tokens = tokens
+        self._renewing = asyncio.Lock()
+
+    async def push(self, node_id: str, name: str | None, changes: list[ChangeWire]) -> PushOut:
+        body = PushIn(node_id=node_id, name=name, changes=changes).model_dump(mode="json")
+        response = await self._call("POST", "/push", json=body)
+        return PushOut.model_validate(self._json(response))
+
+    async def pull(self, *, cursor: str, limit: int, wait: float, node_id: str, name: str | None) -> PullOut:
+        params: dict[str, Any] = {"cursor": cursor, "limit": limit, "wait": wait, "node": node_id}
+        if name:
+            params["name"] = name
+        response = await self._call("GET", "/pull", params=params, seconds=wait + 30.0)
+        try:
+            return PullOut.model_validate(self._json(response))
+        except ValidationError as exc:
+            raise PushRefused(f"the edge sent a change this node cannot take: {exc.errors()[0]['msg']}") from None
+
+    async def me(self) -> Mapping[str, Any]:
+        return self._json(await self._call("GET", "/me"))
+
+    def _json(self, response: httpx.Response) -> dict[str, Any]:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise EdgeUnreachable(f"{response.request.url} answered {response.status_code} without a JSON object")
+        return body
+
+    async def _call(self, method: str, path: str, *, seconds: float = 60.0, **kwargs: Any) -> httpx.Response:
+        if self.tokens.expires_within(RENEW_BEFORE_SECONDS):
+            await self._renew(self.tokens.access_token)
+        response = await self._send(method, path, seconds, **kwargs)
+        if response.status_code == 401:
+            await self._renew(self.tokens.access_token)
+            response = await self._send(method, path, seconds, **kwargs)
+            if response.status_code == 401:
+                raise CredentialsRefused(f"the edge refuses this link's token: {_error_message(response)[1]}")
+        if response.status_code < 400:
+            return response
+        code, message = _error_message(response)
+        if response.status_code == 409 and code == "cursor_reset":
+            raise CursorReset(message)
+        if response.status_code >= 500 or (response.status_code == 429 and code != "quota_exceeded"):
+            raise EdgeUnreachable(f"the edge answered {response.status_code}: {message}")
+        retry = response.headers.get("retry-after")
+        raise PushRefused(
+            f"the edge refused it ({response.status_code} {code}): {message}",
+            retry_after=float(retry) if retry and retry.isdigit() else None,
+        )
+
+    async def _send(self, method: str, path: str, seconds: float, **kwargs: Any) -> httpx.Response:
+        url = self.edge.sync_resource + path
+        headers = {"Authorization": f"Bearer {self.tokens.access_token}"}
+        try:
+            return await self.http.request(method, url, headers=headers, timeout=seconds, **kwargs)
+        except httpx.TransportError as exc:
+            raise EdgeUnreachable(f"cannot reach {self.edge.url}: {exc.__class__.__name__} {exc}".strip()) from exc
+
+    async def _renew(self, stale: str) -> None:
+        """New tokens, once for every caller that saw ``stale`` refused, and once across processes."""
+        async with self._renewing:
+            if self.tokens.access_token != stale:
+                return  # renewed while this caller waited
+            deadline = asyncio.get_running_loop().time() + OTHER_RENEWAL_SECONDS
+            while True:
+                stored = await links.by_id(self.db, self.link_id)
+                if stored is None:
+                    raise CredentialsRefused("this link was removed")
+                if stored.access_token and stored.access_token != stale:  # another process renewed them
+                    self.tokens = links.tokens_of(stored, self.edge.sync_resource)
+                    return
+                if await links.claim_refresh(self.db, self.link_id, stale):
+                    break
+                if asyncio.get_running_loop().time() > deadline:
+                    raise EdgeUnreachable("another process has been renewing this link's tokens for too long")
+                await asyncio.sleep(0.2)
+            try:
+                renewed = await credentials.renew(self.http, self.edge, links.client_of(stored), self.tokens)
+            except BaseException:
+                await links.release_refresh(self.db, self.link_id)
+                raise
+            await links.store_tokens(self.db, self.link_id, renewed)
+            self.tokens = renewed

@@ -1,0 +1,86 @@
+"""The edge side of the protocol: taking a node's pushed batch and serving its pulls, for the token's user only."""
+
+from __future__ import annotations
+
+import time
+
+from app.accounts.principal import Principal
+from app.db import Database
+from app.errors import ValidationFailed
+from app.memories.engine import MemoryEngine
+from app.sync.apply import Applier
+from app.sync.changelog import ChangeFeed
+from app.sync.metrics import SyncMetrics
+from app.sync.outbox import pull_page
+from app.sync.peers import PeerBook
+from app.sync.protocol import Cursor, PullOut, PushIn, PushOut, incoming
+
+MAX_PULL_LIMIT = 1000
+MAX_WAIT_SECONDS = 60.0
+# A long-poll also looks at the log this often, for changes committed by other instances of the edge.
+RECHECK_SECONDS = 1.0
+
+
+class EdgeSync:
+    """What ``/sync/v1`` does; the routes authenticate and call this."""
+
+    def __init__(
+        self,
+        db: Database,
+        engine: MemoryEngine,
+        applier: Applier,
+        feed: ChangeFeed,
+        peers: PeerBook,
+        dims: int,
+        metrics: SyncMetrics | None = None,
+    ) -> None:
+        self.metrics = metrics
+        self.db = db
+        self.engine = engine
+        self.applier = applier
+        self.feed = feed
+        self.peers = peers
+        self.dims = dims
+
+    async def push(self, principal: Principal, body: PushIn) -> PushOut:
+        """Apply a node's batch to the token's user, in one transaction; a repeated batch changes nothing."""
+        batch = [incoming(change, self.engine.model_id, self.dims) for change in body.changes]
+        applied = await self.applier.apply(principal.user_id, batch, enforce_quota=True)
+        await self.peers.seen(principal.user_id, body.node_id, family_id=principal.key_id or "", name=body.name)
+        if self.metrics is not None:
+            for outcome, count in (("applied", applied.applied), ("unchanged", applied.unchanged)):
+                self.metrics.received.labels(outcome).inc(count)
+            self.metrics.received.labels("conflict").inc(applied.conflicts)
+        return PushOut(
+            accepted=len(batch), applied=applied.applied, unchanged=applied.unchanged, conflicts=applied.conflicts
+        )
+
+    async def pull(
+        self,
+        principal: Principal,
+        *,
+        cursor: str | None,
+        limit: int,
+        wait: float,
+        node: str | None,
+        name: str | None = None,
+    ) -> PullOut:
+        """The token's user's changes from other origins after ``cursor``; waits up to ``wait`` s for one."""
+        if not 1 <= limit <= MAX_PULL_LIMIT:
+            raise ValidationFailed(f"limit must be between 1 and {MAX_PULL_LIMIT}", field="limit")
+        if not 0 <= wait <= MAX_WAIT_SECONDS:
+            raise ValidationFailed(f"wait must be between 0 and {MAX_WAIT_SECONDS:.0f} seconds", field="wait")
+        position = Cursor.decode(cursor)
+        deadline = time.monotonic() + wait
+        while True:
+            version = self.feed.version
+            page = await pull_page(self.db, self.engine, principal.user_id, position, node, limit)
+            remaining = deadline - time.monotonic()
+            if page.changes or page.more or remaining <= 0:
+                break
+            position = page.cursor
+            await self.feed.wait_past(version, min(remaining, RECHECK_SECONDS))
+        if node:
+            family = principal.key_id or ""
+            await self.peers.seen(principal.user_id, node, family_id=family, name=name, reached=page.reached)
+        return PullOut(changes=page.changes, cursor=page.cursor.encode(), more=page.more)

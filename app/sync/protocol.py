@@ -1,0 +1,238 @@
+"""The sync protocol's messages (``POST /sync/v1/push``, ``GET /sync/v1/pull``) and their cursors.
+
+A change carries the version it writes (``hlc``, ``origin``), the operation and the whole record; ``change_id`` is
+derived from the version, so sending a change twice is sending the same version twice, which is applied once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from app.errors import ValidationFailed
+from app.identity import Identity
+from app.memories.models import MemoryRecord
+from app.memories.schemas import MemoryIn
+from app.memories.scopes import PRIVATE_PREFIX, Scope, Visibility, visibility_key
+from app.sync import hlc as hlc_codec
+
+NODE_ID = r"^[A-Za-z0-9_.:-]{1,40}$"
+MAX_BATCH = 1000
+MAX_VECTOR_CHARS = 65_536
+_CHANGE_NAMESPACE = uuid.UUID("6f1c3f0e-5b2a-4c59-9f55-2d1f5f3b7a10")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+Op = Literal["upsert", "delete"]
+
+
+def change_id(memory_id: str, hlc: int, origin: str, op: str) -> str:
+    """The same version always gets the same id: re-sending it is harmless."""
+    return str(uuid.uuid5(_CHANGE_NAMESPACE, f"{memory_id}/{hlc}/{origin}/{op}"))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RecordWire(_Strict):
+    content: str
+    scope: Scope
+    session: str | None = None
+    agent: str | None = None
+    # The role a memory of scope "role" is for; private: only its writer (session and agent) reads it.
+    role: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,64}$")
+    visibility: Visibility = "public"
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+
+    @model_validator(mode="after")
+    def _same_rules_as_a_local_write(self) -> RecordWire:
+        # One rule for every stored text: a synced record passes exactly what a REST or MCP write would.
+        try:
+            checked = MemoryIn(
+                content=self.content,
+                tags=self.tags,
+                metadata=self.metadata,
+                session=self.session,
+                agent=self.agent,
+                scope=self.scope,
+                visibility=self.visibility,
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "record"
+            raise ValueError(f"{where}: {first.get('msg')}") from None
+        self.tags = list(checked.tags)
+        self.metadata = dict(checked.metadata)
+        if self.agent is not None and self.session is None:
+            raise ValueError("agent needs a session")
+        try:  # a scope that its session and agent can carry
+            self.key("-")
+        except ValidationFailed as exc:
+            raise ValueError(exc.message) from None
+        return self
+
+    def key(self, user_id: str) -> str:
+        """The visibility key this record is stored under for ``user_id``."""
+        who = Identity(user_id, self.session, self.agent)
+        return visibility_key(self.scope, who, role=self.role, visibility=self.visibility)
+
+
+class VectorWire(_Strict):
+    model: str = Field(min_length=1, max_length=200)
+    # Little-endian float32, base64.
+    data: str = Field(max_length=MAX_VECTOR_CHARS)
+
+    def floats(self) -> list[float] | None:
+        """The vector, or None when it is not a finite float32 array (the receiver then embeds again)."""
+        try:
+            raw = base64.b64decode(self.data, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        if not raw or len(raw) % 4:
+            return None
+        values = np.frombuffer(raw, dtype="<f4")
+        if not np.all(np.isfinite(values)):
+            return None
+        return [float(x) for x in values]
+
+
+def encode_vector(model: str, vector: list[float]) -> VectorWire:
+    return VectorWire(model=model, data=base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode())
+
+
+class ChangeWire(_Strict):
+    change_id: str = Field(min_length=1, max_length=64)
+    memory_id: str = Field(pattern=_UUID.pattern)
+    hlc: str = Field(max_length=24)
+    origin: str = Field(pattern=NODE_ID)
+    op: Op
+    record: RecordWire
+    vector: VectorWire | None = None
+
+    @field_validator("hlc")
+    @classmethod
+    def _hlc(cls, value: str) -> str:
+        try:
+            hlc_codec.decode(value)
+        except ValidationFailed as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    @property
+    def version(self) -> tuple[int, str]:
+        return hlc_codec.decode(self.hlc), self.origin
+
+
+class PushIn(_Strict):
+    node_id: str = Field(pattern=NODE_ID, description="The pushing node's id; every change's origin names a node.")
+    name: str | None = Field(default=None, max_length=200, description="The machine's name, for the dashboard.")
+    changes: list[ChangeWire] = Field(max_length=MAX_BATCH)
+
+
+class PushOut(BaseModel):
+    accepted: int
+    applied: int
+    unchanged: int
+    conflicts: int
+
+
+class PullOut(BaseModel):
+    changes: list[ChangeWire]
+    cursor: str
+    more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A change to apply, checked: what ``app.sync.apply`` works on."""
+
+    memory_id: str
+    hlc: int
+    origin: str
+    op: Op
+    record: RecordWire
+    vector: list[float] | None
+
+    @property
+    def version(self) -> tuple[int, str]:
+        return self.hlc, self.origin
+
+
+def incoming(change: ChangeWire, model_id: str, dims: int | None = None) -> Incoming:
+    """A received change; its vector kept only when it comes from the receiver's own model."""
+    vector = None
+    if change.vector is not None and change.op == "upsert" and change.vector.model == model_id:
+        vector = change.vector.floats()
+        if vector is not None and dims is not None and len(vector) != dims:
+            vector = None
+    return Incoming(
+        memory_id=change.memory_id.lower(),
+        hlc=hlc_codec.decode(change.hlc),
+        origin=change.origin,
+        op=change.op,
+        record=change.record,
+        vector=vector,
+    )
+
+
+def outgoing(record: MemoryRecord, vector: VectorWire | None = None) -> ChangeWire:
+    """A memory's current version as a change (a tombstone for a deleted memory)."""
+    op: Op = "delete" if record.deleted_at is not None else "upsert"
+    return ChangeWire(
+        change_id=change_id(record.id, record.hlc, record.origin, op),
+        memory_id=record.id,
+        hlc=hlc_codec.encode(record.hlc),
+        origin=record.origin,
+        op=op,
+        record=RecordWire.model_construct(
+            content=record.content,
+            scope=record.scope,  # type: ignore[arg-type]
+            session=record.session,
+            agent=record.agent,
+            role=record.role,
+            visibility="private" if record.visibility.startswith(PRIVATE_PREFIX) else "public",
+            tags=list(record.tags or []),
+            metadata=dict(record.metadata_ or {}),
+            created_at=record.created_at,
+            updated_at=record.deleted_at or record.updated_at,
+        ),
+        vector=vector if op == "upsert" else None,
+    )
+
+
+# --- cursors ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where a pull is: in the snapshot of every memory (``after`` an id, log from ``seq`` on next), or in the log.
+
+    The empty cursor starts a full exchange: the snapshot, then the log from the position it was taken at."""
+
+    seq: int
+    after: str | None = None  # not None: in the snapshot, past this memory id
+
+    def encode(self) -> str:
+        return f"s{self.seq}.{self.after}" if self.after is not None else f"l{self.seq}"
+
+    @staticmethod
+    def decode(text: str | None) -> Cursor | None:
+        """None for the empty cursor (start from the beginning)."""
+        if not text:
+            return None
+        match = re.fullmatch(r"l(\d{1,19})|s(\d{1,19})\.([0-9a-f-]{0,36})", text)
+        if match is None:
+            raise ValidationFailed("cursor is not one this edge returned", field="cursor")
+        if match.group(1) is not None:
+            return Cursor(int(match.group(1)))
+        return Cursor(int(match.group(2)), match.group(3))

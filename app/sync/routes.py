@@ -1,0 +1,92 @@
+"""``/sync/v1``: push, pull (long-poll) and who the token is, for OAuth access tokens with scope ``sync``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, get, post
+from litestar.connection import ASGIConnection
+from litestar.handlers import BaseRouteHandler
+from litestar.params import Parameter
+from pydantic import BaseModel
+
+from app.accounts.principal import Principal
+from app.container import Container, container_of
+from app.errors import Forbidden, ServiceUnavailable, Unauthorized
+from app.oauth import resources, scopes
+from app.observability.request_id import note_user
+from app.sync.edge import EdgeSync
+from app.sync.protocol import PullOut, PushIn, PushOut
+
+SYNC_PATH = resources.SYNC_PATH
+# A batch of a thousand changes with their vectors is a few megabytes.
+MAX_PUSH_BYTES = 16 * 1024 * 1024
+_PRINCIPAL = "engram.sync_principal"
+
+
+def _edge(container: Container) -> EdgeSync:
+    if container.sync is None or container.sync.edge is None:
+        raise ServiceUnavailable("edge sync is not running on this server")
+    return container.sync.edge
+
+
+async def sync_principal(request: Request[Any, Any, Any]) -> Principal:
+    """The user a sync token acts for: an OAuth access token for ``{base}/sync/v1`` with scope ``sync``."""
+    cached = request.scope.get("state", {}).get(_PRINCIPAL)
+    if isinstance(cached, Principal):
+        return cached
+    container = container_of(request)
+    resource = resources.sync_resource(container.settings.resolved_public_base_url)
+    principal = await container.authenticator.authenticate(request.headers, resource=resource)
+    challenge = container.authenticator.oauth.challenge(resource) if container.authenticator.oauth else {}
+    if principal.via != "oauth":
+        raise Unauthorized("sync needs an OAuth access token (scope sync), not an API key", headers=challenge)
+    if scopes.SYNC not in principal.scopes:
+        raise Forbidden("this access token lacks the sync scope", headers=challenge)
+    note_user(principal.user_id)
+    await container.quotas.check_request(principal)
+    request.scope.setdefault("state", {})[_PRINCIPAL] = principal
+    return principal
+
+
+async def _authenticated(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    await sync_principal(connection)  # type: ignore[arg-type]
+
+
+class Identity(BaseModel):
+    user_id: str
+    node_id: str
+    model_id: str
+
+
+class SyncController(Controller):
+    path = SYNC_PATH
+    tags = ["sync"]
+    guards = [_authenticated]
+
+    @post("/push", request_max_body_size=MAX_PUSH_BYTES, status_code=200, summary="Apply a batch of changes")
+    async def push(self, request: Request[Any, Any, Any], container: Container, data: PushIn) -> PushOut:
+        """One transaction per batch; sending a batch again changes nothing (changes are versions)."""
+        return await _edge(container).push(await sync_principal(request), data)
+
+    @get("/pull", summary="The changes other origins made, in order, and the next cursor")
+    async def pull(
+        self,
+        request: Request[Any, Any, Any],
+        container: Container,
+        cursor: str | None = Parameter(default=None, max_length=200),
+        limit: int = Parameter(default=500),
+        wait: float = Parameter(default=0.0),
+        node: str | None = Parameter(default=None, max_length=40, pattern=r"^[A-Za-z0-9_.:-]{1,40}$"),
+        name: str | None = Parameter(default=None, max_length=200),
+    ) -> PullOut:
+        """``wait`` seconds of long-poll when nothing is new; ``node`` leaves out that node's own changes."""
+        principal = await sync_principal(request)
+        return await _edge(container).pull(principal, cursor=cursor, limit=limit, wait=wait, node=node, name=name)
+
+    @get("/me", summary="Who this token syncs as, and this edge's node and embedding model")
+    async def me(self, request: Request[Any, Any, Any], container: Container) -> Identity:
+        principal = await sync_principal(request)
+        edge = _edge(container)
+        assert container.sync is not None
+        return Identity(user_id=principal.user_id, node_id=container.sync.node_id, model_id=edge.engine.model_id)

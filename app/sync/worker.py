@@ -1,0 +1,300 @@
+"""The node's sync worker: for every link, a pusher woken by each local commit and a long-polling puller.
+
+``engram serve`` runs it; links made or removed by ``engram sync link|unlink`` are picked up within
+``sync_links_poll_seconds``. ``engram sync once`` runs the same steps, once, to the end.
+
+A push sends the next batch and moves the link's position only after the edge took it, so a batch whose answer
+was lost is sent again (and applied once). A pull applies a page and moves the cursor in the same transaction.
+Whatever fails, nothing is lost: an unreachable edge is retried (at most ``sync_retry_max_seconds`` apart), a
+refusal is shown in the link's state and retried later, a revoked grant stops the link until it is linked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import httpx
+
+from app.db import Database, utcnow
+from app.errors import AppError, Conflict
+from app.memories.engine import MemoryEngine
+from app.settings import Settings
+from app.sync import links
+from app.sync.apply import Applier
+from app.sync.changelog import ChangeFeed
+from app.sync.client import CursorReset, EdgeSession, PushRefused
+from app.sync.credentials import CredentialsRefused, EdgeUnreachable, SyncAuthError, discover
+from app.sync.metrics import SyncMetrics
+from app.sync.models import SyncLink
+from app.sync.outbox import PushPosition, next_push, oldest_pending_at, pending
+from app.sync.protocol import incoming
+
+log = logging.getLogger(__name__)
+
+# A refused push (over quota, say) is tried again this often, and at once when something is written here.
+REFUSED_RETRY_SECONDS = 30.0
+# With nothing to push, the pusher still looks at the log this often (for writes by other processes).
+IDLE_RECHECK_SECONDS = 5.0
+# The gauges of /metrics are brought up to date at most this often.
+MEASURE_EVERY_SECONDS = 2.0
+
+
+@dataclass
+class SyncContext:
+    """What a link's runner needs from its process."""
+
+    settings: Settings
+    db: Database
+    engine: MemoryEngine | None
+    applier: Applier
+    feed: ChangeFeed
+    node_id: str
+    dims: int
+    metrics: SyncMetrics | None = None
+
+    @property
+    def name(self) -> str:
+        return self.settings.sync_node_name or socket.gethostname() or self.node_id
+
+    @property
+    def model_id(self) -> str:
+        return self.engine.model_id if self.engine is not None else ""
+
+
+class Stopped(Exception):
+    """The link cannot go on (its grant was revoked, or it was removed) until it is linked again."""
+
+
+class LinkRunner:
+    """Pushes and pulls one link. ``step_push`` and ``step_pull`` are one round each (``sync once`` calls them)."""
+
+    def __init__(self, context: SyncContext, link: SyncLink, http: httpx.AsyncClient) -> None:
+        self.context = context
+        self.link_id = link.id
+        self.local_user = link.local_user_id
+        self.edge_url = link.edge_url
+        self.http = http
+        self._link = link
+        self._session: EdgeSession | None = None
+        self._last_pulled = time.monotonic()
+        self._push_position: PushPosition | None = None
+        self._states: dict[str, tuple[str, str | None]] = {}
+        self._measured = 0.0
+
+    async def session(self) -> EdgeSession:
+        if self._session is None:
+            edge = await discover(self.http, self.edge_url)
+            stored = await links.by_id(self.context.db, self.link_id)
+            if stored is None:
+                raise Stopped("the link was removed")
+            self._session = EdgeSession(
+                self.http, self.context.db, self.link_id, edge, links.tokens_of(stored, edge.sync_resource)
+            )
+        return self._session
+
+    async def step_push(self) -> bool:
+        """Send the next batch; True when nothing was left to send."""
+        position = self._push_position or await self._stored_push_position()
+        batch = await next_push(
+            self.context.db,
+            self.context.engine,
+            self.local_user,
+            self.link_id,
+            position,
+            self.context.settings.sync_batch_size,
+        )
+        if batch.changes:
+            session = await self.session()
+            await session.push(self.context.node_id, self.context.name, batch.changes)
+            if self.context.metrics is not None:
+                self.context.metrics.pushed.labels(self.link_id).inc(len(batch.changes))
+        if batch.position != position:
+            moved = await links.move_push(
+                self.context.db, self.link_id, position, batch.position, pushed=bool(batch.changes)
+            )
+            # Moved by someone else (``sync once`` beside a server): read where it is now, next time.
+            self._push_position = batch.position if moved else None
+            if moved and batch.changes:
+                self._states["push"] = (links.OK, None)
+        elif batch.drained:
+            await self._set_state("push", links.OK, None)
+        return batch.drained and not batch.changes
+
+    async def _stored_push_position(self) -> PushPosition:
+        stored = await links.by_id(self.context.db, self.link_id)
+        if stored is None:
+            raise Stopped("the link was removed")
+        self._push_position = PushPosition(stored.push_seq, stored.push_after)
+        return self._push_position
+
+    async def _set_state(self, direction: str, state: str, error: str | None) -> None:
+        """Record the state when it changes (not on every round)."""
+        if self._states.get(direction) != (state, error):
+            await links.set_state(self.context.db, self.link_id, direction, state, error)
+            self._states[direction] = (state, error)
+
+    async def step_pull(self, wait: float) -> bool:
+        """Apply the next page (waiting up to ``wait`` s for one); True when the edge has more at once."""
+        stored = await links.by_id(self.context.db, self.link_id)
+        if stored is None:
+            raise Stopped("the link was removed")
+        session = await self.session()
+        try:
+            page = await session.pull(
+                cursor=stored.pull_cursor,
+                limit=self.context.settings.sync_batch_size,
+                wait=wait,
+                node_id=self.context.node_id,
+                name=self.context.name,
+            )
+        except CursorReset:
+            log.warning("the edge %s is behind link %s's cursor: pulling everything again", self.edge_url, self.link_id)
+            async with self.context.db.session() as db_session:
+                await links.move_pull(db_session, self.link_id, stored.pull_cursor, "")
+            return True
+        batch = [incoming(change, self.context.model_id, self.context.dims) for change in page.changes]
+
+        async def move_cursor(db_session: object) -> None:
+            await links.move_pull(db_session, self.link_id, stored.pull_cursor, page.cursor)  # type: ignore[arg-type]
+
+        await self.context.applier.apply(self.local_user, batch, source=self.link_id, finish=move_cursor)
+        self._last_pulled = time.monotonic()
+        if self.context.metrics is not None:
+            self.context.metrics.pulled.labels(self.link_id).inc(len(batch))
+        return page.more
+
+    async def measure(self) -> None:
+        """Update this link's gauges: what is waiting to be pushed, and for how long (at most every few seconds)."""
+        metrics = self.context.metrics
+        if metrics is None or time.monotonic() - self._measured < MEASURE_EVERY_SECONDS:
+            return
+        self._measured = time.monotonic()
+        stored = await links.by_id(self.context.db, self.link_id)
+        if stored is None:
+            return
+        async with self.context.db.session() as db_session:
+            position = PushPosition(stored.push_seq, stored.push_after)
+            waiting = await pending(db_session, self.local_user, self.link_id, position)
+            oldest = await oldest_pending_at(db_session, self.local_user, self.link_id, stored.push_seq)
+        metrics.pending.labels(self.link_id).set(waiting)
+        metrics.push_lag.labels(self.link_id).set((utcnow() - oldest).total_seconds() if oldest and waiting else 0.0)
+        metrics.pull_lag.labels(self.link_id).set_function(lambda: time.monotonic() - self._last_pulled)
+
+    # --- the loops `engram serve` runs ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self._loop("push", self._push_round))
+                tasks.create_task(self._loop("pull", self._pull_round))
+        except* Stopped:
+            pass
+
+    async def _push_round(self) -> float:
+        version = self.context.feed.version
+        while not await self.step_push():
+            pass
+        await self.measure()
+        await self.context.feed.wait_past(version, IDLE_RECHECK_SECONDS)
+        return 0.0
+
+    async def _pull_round(self) -> float:
+        while await self.step_pull(0.0):
+            pass
+        await self.step_pull(self.context.settings.sync_pull_wait_seconds)
+        return 0.0
+
+    async def _loop(self, direction: str, round_: Callable[[], Awaitable[float]]) -> None:
+        backoff = Backoff(self.context.settings.sync_retry_max_seconds)
+        while True:
+            try:
+                await round_()
+                backoff.reset()
+                continue
+            except EdgeUnreachable as exc:
+                await self._failed(direction, links.OFFLINE, str(exc))
+                await asyncio.sleep(backoff.next())
+            except Conflict:  # a local write raced this batch on the same memory: try again
+                await asyncio.sleep(backoff.next())
+            except CredentialsRefused as exc:
+                await self._failed(direction, links.UNAUTHORIZED, exc.message)
+                log.warning("link %s to %s: %s; link it again", self.link_id, self.edge_url, exc.message)
+                raise Stopped(exc.message) from exc
+            except (PushRefused, SyncAuthError, AppError) as exc:
+                await self._failed(direction, links.REFUSED, exc.message)
+                retry = getattr(exc, "retry_after", None) or REFUSED_RETRY_SECONDS
+                if direction == "push":
+                    version = self.context.feed.version
+                    await self.context.feed.wait_past(version, retry)
+                else:
+                    await asyncio.sleep(retry)
+
+    async def _failed(self, direction: str, state: str, error: str) -> None:
+        if self.context.metrics is not None:
+            self.context.metrics.failures.labels(self.link_id, direction, state).inc()
+        with contextlib.suppress(Exception):
+            await self._set_state(direction, state, error)
+
+
+class Backoff:
+    """Retry delays for an unreachable edge: from 50 ms, doubling, never more than ``cap`` seconds apart."""
+
+    def __init__(self, cap: float) -> None:
+        self.cap = cap
+        self.delay = 0.05
+
+    def next(self) -> float:
+        delay, self.delay = self.delay, min(self.delay * 2, self.cap)
+        return min(delay, self.cap)
+
+    def reset(self) -> None:
+        self.delay = 0.05
+
+
+class SyncWorker:
+    """Runs a ``LinkRunner`` for every link in the database, starting and stopping them as links come and go."""
+
+    def __init__(self, context: SyncContext) -> None:
+        self.context = context
+        self.runners: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        async with httpx.AsyncClient(timeout=60.0, limits=httpx.Limits(max_keepalive_connections=20)) as http:
+            try:
+                while True:
+                    try:
+                        await self._reconcile(http)
+                    except Exception:
+                        log.exception("reading the sync links failed; retrying")
+                    await asyncio.sleep(self.context.settings.sync_links_poll_seconds)
+            finally:
+                for task in self.runners.values():
+                    task.cancel()
+                await asyncio.gather(*self.runners.values(), return_exceptions=True)
+
+    async def _reconcile(self, http: httpx.AsyncClient) -> None:
+        async with self.context.db.session() as session:
+            current = {link.id: link for link in await links.all_links(session)}
+        for link_id in list(self.runners):
+            if link_id not in current:
+                self.runners.pop(link_id).cancel()
+                if self.context.metrics is not None:
+                    self.context.metrics.forget(link_id)
+        for link_id, link in current.items():
+            task = self.runners.get(link_id)
+            if task is None or (task.done() and not _stopped(task)):
+                if task is not None and not task.cancelled() and task.exception() is not None:
+                    log.error("the runner of link %s failed; restarting it", link_id, exc_info=task.exception())
+                runner = LinkRunner(self.context, link, http)
+                self.runners[link_id] = asyncio.create_task(runner.run(), name=f"sync-{link_id}")
+
+
+def _stopped(task: asyncio.Task[None]) -> bool:
+    """A runner that ended by itself (unauthorized) stays ended until its link is replaced."""
+    return not task.cancelled() and task.exception() is None

@@ -1,0 +1,144 @@
+"""What is sent: pull pages (a snapshot, then the log in commit order) and push batches, and the commit-order rule."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from app.memories.schemas import MemoryPatch
+from app.sync.changelog import hold_commit_order
+from app.sync.models import MemoryChange
+from app.sync.outbox import CursorAhead, PushPosition, next_push, pending, pull_page
+from app.sync.protocol import Cursor
+from tests.sync.conftest import node_settings, open_node
+from tests.sync.test_apply import change, received
+
+
+@pytest.mark.anyio
+async def test_a_pull_starts_with_every_memory_then_follows_the_log_without_the_pullers_own(
+    tmp_path: Path, embedder: Any
+) -> None:
+    async with open_node(node_settings(tmp_path), embedder) as edge:
+        alice, bob = await edge.user(), await edge.user()
+        kept = await edge.add(alice, "kept")
+        dropped = await edge.add(alice, "dropped")
+        await edge.container.memories.delete(alice, None, [dropped])
+        await edge.add(bob, "bob's")
+        db, engine, user = edge.container.db, edge.container.engine, alice.user_id
+
+        first = await pull_page(db, engine, user, None, "n_puller", limit=1)
+        assert [c.memory_id for c in first.changes] == [min(kept, dropped)] and first.more
+        rest = await pull_page(db, engine, user, first.cursor, "n_puller", limit=10)
+        snapshot = {c.memory_id: c for c in first.changes + rest.changes}
+        assert set(snapshot) == {kept, dropped}, "only alice's, deleted ones as tombstones"
+        assert snapshot[dropped].op == "delete" and snapshot[kept].op == "upsert"
+        assert snapshot[kept].vector is not None and snapshot[kept].vector.model == engine.model_id
+        assert snapshot[dropped].vector is None
+        caught_up = await pull_page(db, engine, user, rest.cursor, "n_puller", limit=10)
+        assert caught_up.changes == [] and not caught_up.more
+
+        await edge.container.memories.update(alice, None, kept, MemoryPatch(content="kept, edited"))
+        mine = str(uuid.uuid4())
+        await edge.sync.applier.apply(user, received(edge, [change(mine, 1, "n_puller", content="the puller's")]))
+        news = await pull_page(db, engine, user, caught_up.cursor, "n_puller", limit=10)
+        assert [(c.memory_id, c.record.content) for c in news.changes] == [(kept, "kept, edited")]
+        others = await pull_page(db, engine, user, caught_up.cursor, "n_other", limit=10)
+        assert [c.memory_id for c in others.changes] == [kept, mine], "the edge passes a node's change on"
+
+        with pytest.raises(CursorAhead):
+            await pull_page(db, engine, user, Cursor(news.cursor.seq + 100), "n_puller", limit=10)
+
+
+@pytest.mark.anyio
+async def test_a_push_sends_every_memory_then_the_log_but_not_what_its_link_brought(
+    tmp_path: Path, embedder: Any
+) -> None:
+    async with open_node(node_settings(tmp_path), embedder) as node:
+        alice = await node.user()
+        before = [await node.add(alice, f"before link {i}") for i in range(3)]
+        db, engine = node.container.db, node.container.engine
+        async with db.session() as session:
+            horizon = PushPosition(max(c.seq for c in await node.log()), after="")
+            assert await pending(session, alice.user_id, "lnk_1", horizon) == 3
+        after_link = await node.add(alice, "after link")
+        pulled = str(uuid.uuid4())
+        await node.sync.applier.apply(
+            alice.user_id, received(node, [change(pulled, 1, "n_edge", content="pulled")]), source="lnk_1"
+        )
+        sent: list[str] = []
+        position = horizon
+        while True:
+            batch = await next_push(db, engine, alice.user_id, "lnk_1", position, limit=2)
+            sent += [c.memory_id for c in batch.changes]
+            position = batch.position
+            if batch.drained:
+                break
+        # The snapshot (every memory, the pulled one too: harmless), then from the log only the local write.
+        assert sorted(sent[:5]) == sorted([*before, after_link, pulled])
+        assert sent[5:] == [after_link]
+        async with db.session() as session:
+            assert await pending(session, alice.user_id, "lnk_1", position) == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.postgres
+async def test_log_positions_are_taken_in_commit_order_on_postgres(
+    tmp_path: Path, embedder: Any, fresh_pg_url: str
+) -> None:
+    """A transaction that appends first holds the next one back until it has committed: no reader can see a later
+    position without every earlier one."""
+    async with open_node(node_settings(tmp_path, fresh_pg_url), embedder) as node:
+        alice = await node.user()
+        db = node.container.db
+
+        def row(memory_id: str) -> MemoryChange:
+            return MemoryChange(
+                user_id=alice.user_id, memory_id=memory_id, op="upsert", hlc=1, origin="n_t", writer="w_t"
+            )
+
+        first_ready, release_first = asyncio.Event(), asyncio.Event()
+
+        async def first() -> None:
+            async with db.session() as session:
+                await hold_commit_order(session)
+                session.add(row("first"))
+                await session.flush()
+                first_ready.set()
+                await release_first.wait()
+
+        async def second() -> None:
+            async with db.session() as session:
+                await hold_commit_order(session)
+                session.add(row("second"))
+
+        async def visible() -> list[str]:
+            async with db.session() as session:
+                result = await session.execute(text("SELECT memory_id FROM memory_changes ORDER BY seq"))
+                return [r[0] for r in result]
+
+        async def waiting_on_a_lock() -> bool:
+            async with db.session() as session:
+                result = await session.execute(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND wait_event_type = 'Lock'"
+                    )
+                )
+                return int(result.scalar_one()) > 0
+
+        holder = asyncio.create_task(first())
+        await first_ready.wait()
+        follower = asyncio.create_task(second())
+        async with asyncio.timeout(30):
+            while not await waiting_on_a_lock():
+                assert not follower.done(), "the second transaction committed while the first was still open"
+                await asyncio.sleep(0.01)
+        assert await visible() == []
+        release_first.set()
+        await asyncio.gather(holder, follower)
+        assert await visible() == ["first", "second"]
