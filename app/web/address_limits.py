@@ -1,9 +1,9 @@
 """Limits per client address on the endpoints anyone may call without a credential.
 
 Every sign-up attempt counts (a failed one answers "this email is taken"); every OAuth client registered counts,
-since each is a row; at the token endpoint, which checks secrets, codes and refresh tokens, only failures count (an
-honest client rarely fails). The counts live in
-the same sliding-window limiter as the login limit: in Redis when one is configured, shared by every instance.
+since each is a row, and so does every device authorization request (RFC 8628); at the token endpoint, which checks
+secrets, codes and refresh tokens, only failures count (an honest client rarely fails). The counts live in the same
+sliding-window limiter as the login limit: in Redis when one is configured, shared by every instance.
 """
 
 from __future__ import annotations
@@ -51,11 +51,15 @@ def token_guard(settings: Settings) -> Guard:
     return Guard("token", Limit(settings.token_failures_per_5_minutes, 300), "failed token requests")
 
 
+def device_authorization_guard(settings: Settings) -> Guard:
+    return Guard("device", Limit(settings.device_authorizations_per_hour, 3600), "device authorization requests")
+
+
 def limiter_of(container: Container) -> RateLimiter:
     limiter: RateLimiter = container.extras[LIMITER]
     return limiter
 
 
 def client_address(request: Request[Any, Any, Any]) -> str:
-    # uvicorn already replaced the peer with X-Forwarded-For when the peer is a trusted proxy.
+    # The peer, or the client a trusted proxy named (app.client_address).
     return request.client.host if request.client else "unknown"

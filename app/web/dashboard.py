@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from litestar import Request, Response, get, post
-from litestar.response import Redirect
 
 from app.accounts import keys as key_material
 from app.accounts import service as accounts
@@ -16,8 +16,10 @@ from app.accounts.principal import KEY_SCOPES
 from app.container import Container
 from app.errors import AppError, InvalidIdentity
 from app.identity import validate_name
-from app.oauth import connected
-from app.web.install import install_commands
+from app.oauth import connected, machine_clients
+from app.sync import peers
+from app.web.flash import Flash, redirect_with, take_flash
+from app.web.install import KEY_PLACEHOLDER, install_commands
 from app.web.pages import form_data, render
 from app.web.session import verify_csrf
 
@@ -81,10 +83,13 @@ async def _page(
     new_key: str | None = None,
     key_errors: dict[str, str] | None = None,
     key_values: dict[str, str] | None = None,
+    **extra: Any,
 ) -> Response[Any]:
     async with container.db.session() as db_session:
         rows = [_row(k) for k in await accounts.list_keys(db_session, user.id)]
         grants = await connected.active_grants(db_session, user.id)
+        clients = await machine_clients.list_for(db_session, user.id)
+        machines = await peers.linked_machines(db_session, user.id)
     panel = _install_panel(container, user, session, agent, new_key)
     if panel["errors"] and status_code < 400:
         status_code = 400
@@ -95,12 +100,16 @@ async def _page(
         user=user,
         keys=rows,
         grants=grants,
+        machine_clients=clients,
+        linked_machines=machines,
         scopes=KEY_SCOPES,
         new_key=new_key,
+        key_placeholder=KEY_PLACEHOLDER,
         install=panel,
         errors=key_errors or {},
         values=key_values or {"scope": "write"},
         base_url=container.settings.resolved_public_base_url,
+        **extra,
     )
 
 
@@ -113,10 +122,11 @@ async def dashboard(request: Request[Any, Any, Any], user: User, container: Cont
         user,
         session=query.get("session", DEFAULT_SESSION).strip()[:200],
         agent=query.get("agent", DEFAULT_AGENT).strip()[:200],
+        new_key=take_flash(request).new_key,
     )
 
 
-@post("/dashboard/keys", status_code=201)
+@post("/dashboard/keys", status_code=303)
 async def create_key(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
     data = await form_data(request)
     await verify_csrf(request, data.get("_csrf"))
@@ -142,10 +152,33 @@ async def create_key(request: Request[Any, Any, Any], user: User, container: Con
             key_errors={field: exc.message},
             key_values={"name": name, "scope": scope},
         )
-    # Shown in this response only: the plaintext is never stored, so no later page can show it again.
-    return await _page(
-        request, container, user, status_code=201, session=session, agent=agent, new_key=created.plaintext
-    )
+    # A redirect, so that reloading the page does not create a second key. The plaintext rides to the next page in
+    # the encrypted flash cookie and is never stored: no later page can show it again (the browser keeps it in the
+    # tab while the person stays on the dashboard, see web.js).
+    target = "/dashboard?" + urlencode({"session": session, "agent": agent}) + "#new-key"
+    notice = f"Key “{created.key.name}” created."
+    return redirect_with(request, target, Flash(notice=notice, new_key=created.plaintext))
+
+
+@post("/dashboard/sync-clients", status_code=201)
+async def create_sync_client(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
+    """Link a machine: a sync client (client_credentials, scope sync) of this user; its secret is shown this once."""
+    data = await form_data(request)
+    await verify_csrf(request, data.get("_csrf"))
+    name = data.get("machine_name", "").strip()[:200]
+    try:
+        async with container.db.session() as db_session:
+            created = await machine_clients.create_sync_client(db_session, user.id, name)
+    except AppError as exc:
+        return await _page(
+            request,
+            container,
+            user,
+            status_code=422,
+            sync_errors={"machine_name": exc.message},
+            sync_values={"machine_name": name},
+        )
+    return await _page(request, container, user, status_code=201, new_sync_client=created)
 
 
 @post("/dashboard/apps/{family_id:str}/revoke", status_code=303)
@@ -157,7 +190,21 @@ async def revoke_app(
     await verify_csrf(request, data.get("_csrf"))
     async with container.db.session() as db_session:
         await connected.revoke_grant(db_session, user.id, family_id)
-    return Redirect("/dashboard#apps", status_code=303)
+    notice = "App disconnected: its tokens stopped working; it has to ask you again to get new ones."
+    return redirect_with(request, "/dashboard#apps", Flash(notice=notice))
+
+
+@post("/dashboard/clients/{client_id:str}/revoke", status_code=303)
+async def revoke_machine_client(
+    request: Request[Any, Any, Any], client_id: str, user: User, container: Container
+) -> Response[Any]:
+    """Revoke a machine client of this user: it gets no new token and the ones it has stop working."""
+    data = await form_data(request)
+    await verify_csrf(request, data.get("_csrf"))
+    async with container.db.session() as db_session:
+        await machine_clients.revoke(db_session, client_id, user_id=user.id)
+    notice = f"Machine client {client_id} revoked: it gets no new token and its tokens stopped working."
+    return redirect_with(request, "/dashboard#clients", Flash(notice=notice))
 
 
 @post("/dashboard/keys/{key_id:str}/revoke", status_code=303)
@@ -165,5 +212,6 @@ async def revoke_key(request: Request[Any, Any, Any], key_id: str, user: User, c
     data = await form_data(request)
     await verify_csrf(request, data.get("_csrf"))
     async with container.db.session() as db_session:
-        await accounts.revoke_key(db_session, key_id, user_id=user.id)
-    return Redirect("/dashboard#keys", status_code=303)
+        key = await accounts.revoke_key(db_session, key_id, user_id=user.id)
+    notice = f"Key “{key.name}” revoked: requests with it now get 401."
+    return redirect_with(request, "/dashboard#keys", Flash(notice=notice))

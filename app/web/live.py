@@ -1,4 +1,5 @@
-"""The sessions view: a session's agents, claims and latest changes, refreshed live over Server-Sent Events."""
+"""The sessions view: the user's sessions, and per session its agents (with roles), task board, messages, claims and
+latest changes, refreshed live over Server-Sent Events."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ from litestar.response import Redirect, ServerSentEvent
 
 from app.accounts.models import User
 from app.container import Container
-from app.coordination import Change, Claim, Coordination, Presence, SessionKey
+from app.coordination import Change, Claim, SessionKey
 from app.db import utcnow
 from app.errors import AppError, NotFound
 from app.identity import Identity, validate_name
 from app.sessions.sse import event_stream
+from app.teams.schemas import AgentOut, MessageOut, TaskOut
 from app.web.pages import render, render_html
+from app.web.taskboard import Board, layout
 
 KEEPALIVE_SECONDS = 15
 LATEST_CHANGES = 20
+LATEST_MESSAGES = 50
 # The dashboard watches without joining: it never touches presence, so it does not show up as an agent.
 WATCHER = "dashboard"
 
@@ -28,18 +32,27 @@ WATCHER = "dashboard"
 @dataclass(frozen=True, slots=True)
 class SessionView:
     session: str
-    agents: list[Presence]
+    agents: list[AgentOut]
     claims: list[Claim]
     changes: list[Change]
+    tasks: list[TaskOut]
+    board: Board
+    messages: list[MessageOut]
 
 
-async def read_session(coordination: Coordination, user_id: str, session: str) -> SessionView:
-    """Who is in the session, what they hold, and what they changed lately (newest first)."""
+async def read_session(container: Container, user_id: str, session: str) -> SessionView:
+    """Who is in the session (roles, state, files, task), the task graph, the latest messages and changes
+    (newest first) and what is claimed. Reading it does not make the dashboard an agent."""
+    coordination, teams = container.coordination, container.teams
     key = SessionKey(user_id, session)
-    agents = await coordination.presence(key)
+    presence = await coordination.presence(key)
     claims = await coordination.claims(key)
     page = await coordination.changes(key, since_time=utcnow() - timedelta(days=7), limit=1000)
-    return SessionView(session, agents, claims, list(reversed(page.changes[-LATEST_CHANGES:])))
+    agents = await teams.agents.roster(key, presence, claims)
+    tasks = await teams.tasks.graph(user_id, session)
+    messages = await teams.messages.latest(user_id, session, LATEST_MESSAGES)
+    changes = list(reversed(page.changes[-LATEST_CHANGES:]))
+    return SessionView(session, agents, claims, changes, tasks, layout(tasks), messages)
 
 
 def _session_name(session: str) -> str:
@@ -50,10 +63,11 @@ def _session_name(session: str) -> str:
 
 
 @get("/dashboard/sessions", name="web:sessions")
-async def sessions(request: Request[Any, Any, Any], user: User) -> Response[Any]:
+async def sessions(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
     name = request.query_params.get("session", "").strip()[:200]
+    known = await container.teams.agents.sessions(user.id)
     if not name:
-        return render(request, "sessions.html", user=user)
+        return render(request, "sessions.html", user=user, sessions=known)
     try:
         validate_name(name, "session")
     except AppError as exc:
@@ -62,6 +76,7 @@ async def sessions(request: Request[Any, Any, Any], user: User) -> Response[Any]
             "sessions.html",
             status_code=400,
             user=user,
+            sessions=known,
             errors={"session": exc.message},
             values={"session": name},
         )
@@ -72,7 +87,7 @@ async def sessions(request: Request[Any, Any, Any], user: User) -> Response[Any]
 async def session_page(
     request: Request[Any, Any, Any], session: str, user: User, container: Container
 ) -> Response[Any]:
-    view = await read_session(container.coordination, user.id, _session_name(session))
+    view = await read_session(container, user.id, _session_name(session))
     return render(request, "session.html", user=user, view=view)
 
 
@@ -81,14 +96,14 @@ async def session_panel(
     request: Request[Any, Any, Any], session: str, user: User, container: Container
 ) -> Response[Any]:
     """The lists alone, which the page's script swaps in when an event arrives."""
-    view = await read_session(container.coordination, user.id, _session_name(session))
+    view = await read_session(container, user.id, _session_name(session))
     html = render_html(request, "session_panel.html", {"view": view})
     return Response(content=html, media_type="text/html", headers={"Cache-Control": "no-store"})
 
 
 @get("/dashboard/sessions/{session:str}/events")
 async def session_events(session: str, user: User, container: Container) -> ServerSentEvent:
-    """Live claim, release and change events of the session, authenticated by the session cookie."""
+    """Live events of the session (claims, changes, agents, messages, tasks), authenticated by the session cookie."""
     identity = Identity(user.id, _session_name(session), WATCHER)
     # The page only needs to know that something happened; it re-reads the panel.
     return await event_stream(

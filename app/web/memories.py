@@ -6,7 +6,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from litestar import Request, Response, get, post
-from litestar.response import Redirect
 from pydantic import ValidationError
 
 from app.accounts.models import User
@@ -15,10 +14,16 @@ from app.errors import AppError
 from app.identity import validate_name
 from app.memories.schemas import SearchIn
 from app.memories.scopes import SCOPES
+from app.web.flash import Flash, redirect_with
 from app.web.pages import form_data, render, web_principal
 from app.web.session import verify_csrf
 
 PAGE_SIZE = 20
+# A memory longer than this is folded to a preview with "show all" (memories can hold 16,000 characters).
+FOLD_CHARS = 600
+FOLD_LINES = 8
+PREVIEW_CHARS = 400
+PREVIEW_LINES = 6
 FILTERS = ("q", "session", "agent", "scope", "tag")
 BROWSER = "/dashboard/memories"
 
@@ -38,6 +43,13 @@ def _filters(request: Request[Any, Any, Any]) -> tuple[dict[str, str], dict[str,
     if len(values["tag"]) > 64:
         errors["tag"] = "a tag has at most 64 characters"
     return values, errors
+
+
+def preview(content: str) -> str:
+    """The start of a long memory: its first lines, cut at a space when there is one near the end."""
+    head = "\n".join(content.split("\n")[:PREVIEW_LINES])[:PREVIEW_CHARS].rstrip()
+    space = head.rfind(" ")
+    return head[:space] if len(head) == PREVIEW_CHARS and space > PREVIEW_CHARS - 60 else head
 
 
 def safe_back(value: str | None) -> str:
@@ -95,6 +107,9 @@ async def browse(request: Request[Any, Any, Any], user: User, container: Contain
         first_url=f"{BROWSER}?{urlencode(values)}" if cursor else None,
         back=safe_back(here),
         searching=bool(values["q"]),
+        fold_chars=FOLD_CHARS,
+        fold_lines=FOLD_LINES,
+        preview=preview,
     )
 
 
@@ -103,4 +118,4 @@ async def delete(request: Request[Any, Any, Any], memory_id: str, user: User, co
     data = await form_data(request)
     await verify_csrf(request, data.get("_csrf"))
     await container.memories.delete(web_principal(user), None, [memory_id])
-    return Redirect(safe_back(data.get("back")), status_code=303)
+    return redirect_with(request, safe_back(data.get("back")), Flash(notice="Memory deleted. Its history is kept."))

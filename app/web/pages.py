@@ -9,6 +9,7 @@ from litestar.exceptions import ValidationException
 
 from app.accounts.models import User
 from app.accounts.principal import WRITE, Principal, scopes_for
+from app.web.flash import take_flash
 from app.web.session import csrf_token
 
 PAGE_HEADERS = {
@@ -51,6 +52,7 @@ def render(
     """A page; ``user`` (from ``current_user``) decides the navigation and the CSRF token of its forms."""
     context.setdefault("errors", {})
     context.setdefault("values", {})
+    context.setdefault("notice", take_flash(request).notice)
     html = render_html(request, template, {"user": user, "csrf": csrf_token(request), **context})
     return Response(
         content=html,

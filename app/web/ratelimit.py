@@ -14,12 +14,13 @@ import secrets
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.errors import RateLimited
+from app.redis_breaker import RedisBreaker
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +115,20 @@ class RedisRateLimiter:
     When Redis cannot answer, counting carries on in this process rather than letting guesses through unlimited.
     """
 
-    def __init__(self, url: str, *, namespace: str = "engram:ratelimit") -> None:
-        self._redis: Redis = Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    def __init__(
+        self, url: str, *, namespace: str = "engram:ratelimit", breaker: RedisBreaker | None = None, budget: float = 0.5
+    ) -> None:
+        self._redis: Redis = Redis.from_url(url, socket_timeout=budget, socket_connect_timeout=budget)
         self._namespace = namespace
         self._fallback = MemoryRateLimiter()
+        self._own_breaker = breaker is None
+        self._breaker = breaker or RedisBreaker(url)
+        self._budget = budget
+
+    def _guard(self) -> Any:
+        if self._own_breaker:
+            self._breaker.start()
+        return self._breaker.guard(self._budget, decisive=False)
 
     def _key(self, key: str) -> str:
         return f"{self._namespace}:{hashlib.sha256(key.encode()).hexdigest()[:40]}"
@@ -126,12 +137,12 @@ class RedisRateLimiter:
         now = time.time()
         name = self._key(key)
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
+            async with self._guard(), self._redis.pipeline(transaction=True) as pipe:
                 pipe.zremrangebyscore(name, 0, now - limit.window_seconds)
                 pipe.zrange(name, 0, -1, withscores=True)
                 _, entries = await pipe.execute()
         except (RedisError, OSError):
-            log.warning("rate limiter: Redis unavailable, counting in-process", exc_info=True)
+            log.debug("rate limiter: Redis unavailable, counting in-process", exc_info=True)
             return await self._fallback.retry_after(key, limit)
         local = await self._fallback.retry_after(key, limit)
         if len(entries) < limit.attempts:
@@ -143,28 +154,33 @@ class RedisRateLimiter:
         now = time.time()
         name = self._key(key)
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
+            async with self._guard(), self._redis.pipeline(transaction=True) as pipe:
                 pipe.zremrangebyscore(name, 0, now - limit.window_seconds)
                 pipe.zadd(name, {f"{now:.6f}:{secrets.token_hex(4)}": now})
                 pipe.expire(name, math.ceil(limit.window_seconds) + 1)
                 await pipe.execute()
         except (RedisError, OSError):
-            log.warning("rate limiter: Redis unavailable, counting in-process", exc_info=True)
+            log.debug("rate limiter: Redis unavailable, counting in-process", exc_info=True)
             await self._fallback.hit(key, limit)
 
     async def reset(self, key: str) -> None:
         await self._fallback.reset(key)
         try:
-            await self._redis.delete(self._key(key))
+            async with self._guard():
+                await self._redis.delete(self._key(key))
         except (RedisError, OSError):
-            log.warning("rate limiter: Redis unavailable, could not reset", exc_info=True)
+            log.debug("rate limiter: Redis unavailable, could not reset", exc_info=True)
 
     async def close(self) -> None:
         await self._redis.aclose()
+        if self._own_breaker:
+            await self._breaker.close()
 
 
-def create_rate_limiter(redis_url: str | None, *, namespace: str = "engram:ratelimit") -> RateLimiter:
+def create_rate_limiter(
+    redis_url: str | None, *, namespace: str = "engram:ratelimit", breaker: RedisBreaker | None = None
+) -> RateLimiter:
     """Redis when a URL is configured (shared by every instance), else in-process."""
     if redis_url:
-        return RedisRateLimiter(redis_url, namespace=namespace)
+        return RedisRateLimiter(redis_url, namespace=namespace, breaker=breaker)
     return MemoryRateLimiter()

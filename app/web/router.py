@@ -16,6 +16,7 @@ from litestar.types import PathType
 
 from app.accounts.models import User
 from app.container import Container
+from app.sync import web as sync_web
 from app.web import address_limits, dashboard, live, memories, routes
 from app.web.errors import WEB_EXCEPTION_HANDLERS, LoginRequired
 from app.web.ratelimit import create_rate_limiter
@@ -38,6 +39,7 @@ web_router = Router(
     path="/",
     route_handlers=[
         routes.home,
+        routes.favicon,
         routes.signup_page,
         routes.signup,
         routes.login_page,
@@ -47,6 +49,9 @@ web_router = Router(
         dashboard.create_key,
         dashboard.revoke_key,
         dashboard.revoke_app,
+        dashboard.revoke_machine_client,
+        sync_web.cut_off_machine,
+        dashboard.create_sync_client,
         memories.browse,
         memories.delete,
         live.sessions,
@@ -71,7 +76,7 @@ async def web_lifespan(app: Litestar) -> AsyncIterator[None]:
     """The address rate limiter (logins, sign-ups, OAuth registration and token failures), in Redis when one is
     configured. Runs after the container exists."""
     container: Container = app.state.container
-    limiter = create_rate_limiter(container.settings.redis_url, namespace="engram:limits")
+    limiter = create_rate_limiter(container.settings.redis_url, namespace="engram:limits", breaker=container.redis)
     container.extras[address_limits.LIMITER] = limiter
     try:
         yield

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from litestar import Request, Response, get, post
-from litestar.response import Redirect
+from litestar.response import File, Redirect
 
 from app.container import Container, container_of
 from app.errors import AppError, RateLimited, ValidationFailed
@@ -19,6 +20,7 @@ from app.web.session import SESSION_COOKIE, SESSION_TTL, current_user, make_cook
 EMAIL_LIMIT = Limit(attempts=5, window_seconds=300)
 IP_LIMIT = Limit(attempts=20, window_seconds=300)
 WRONG_LOGIN = "the email or the password is wrong"
+FAVICON = Path(__file__).resolve().parent / "static" / "favicon.svg"
 
 
 def safe_next(value: str | None) -> str:
@@ -41,6 +43,17 @@ def _field_errors(exc: AppError) -> dict[str, str]:
 
 def _session_cookie(request: Request[Any, Any, Any], token: str) -> Any:
     return make_cookie(request, SESSION_COOKIE, token, max_age=int(SESSION_TTL.total_seconds()))
+
+
+@get("/favicon.ico")
+async def favicon() -> File:
+    """Browsers ask for /favicon.ico before (or without) reading a page's icon link."""
+    return File(
+        FAVICON,
+        media_type="image/svg+xml",
+        content_disposition_type="inline",
+        headers={"Cache-Control": "max-age=86400"},
+    )
 
 
 @get("/", name="web:home")

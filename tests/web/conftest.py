@@ -6,14 +6,17 @@ import html as html_lib
 import itertools
 import random
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.conftest import REQUIRE_SERVICES
 from tests.harness import RunningServer
 
 PASSWORD = "correct horse battery staple"
@@ -76,11 +79,13 @@ class Browser:
         return self
 
     def create_key(self, name: str = "laptop", scope: str = "write") -> str:
-        response = self.submit("/dashboard", "/dashboard/keys", name=name, scope=scope)
-        assert response.status_code == 201, response.text
-        match = re.search(r'id="cmd-new-key" class="command">(egk_[A-Za-z0-9]+)<', response.text)
-        assert match, response.text
-        return match.group(1)
+        """Create a key on the dashboard and read it off the page the form redirects to."""
+        return new_key_of(self.follow(self.submit("/dashboard", "/dashboard/keys", name=name, scope=scope)))
+
+    def follow(self, response: httpx.Response) -> httpx.Response:
+        """The page a 303 leads to, as a browser loads it after a form."""
+        assert response.status_code == 303, response.text
+        return self.get(response.headers["location"])
 
     def api(self, key: str) -> httpx.Client:
         return httpx.Client(base_url=self.server.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
@@ -101,6 +106,14 @@ def browser(api: RunningServer) -> Iterator[Callable[[], Browser]]:
     yield make
     for b in made:
         b.close()
+
+
+def new_key_of(page: httpx.Response) -> str:
+    """The new API key the dashboard shows once."""
+    assert page.status_code == 200, page.text
+    match = re.search(r'id="cmd-new-key" class="command">(egk_[A-Za-z0-9]+)<', page.text)
+    assert match, page.text
+    return match.group(1)
 
 
 def field_error(html: str, name: str) -> str | None:
@@ -132,3 +145,41 @@ def https_api(
     )
     with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
         yield server
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1366, "height": 900}
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{reason} and ENGRAM_REQUIRE_SERVICES=1 demands it", pytrace=False)
+    pytest.skip(f"{reason} (run scripts/ensure-browser; ENGRAM_REQUIRE_SERVICES=1 fails instead)")
+
+
+@pytest.fixture
+def chromium() -> Any:
+    """Debian's Chromium driven by Playwright (scripts/ensure-browser installs it)."""
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        _unavailable(f"Chromium is not installed at {CHROMIUM}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright package is not installed")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -5,53 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.conftest import REQUIRE_SERVICES
 from tests.harness import RunningServer
-from tests.web.conftest import PASSWORD, new_email
+from tests.web.conftest import LAPTOP, PASSWORD, PHONE, new_email
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-PHONE = {"width": 390, "height": 844}
-LAPTOP = {"width": 1366, "height": 900}
-COMMAND = re.compile(r"^npx install-mcp '([^']+)' --client claude-code --header 'Authorization: Bearer (egk_\w+)'$")
-
-
-def _unavailable(reason: str) -> None:
-    if REQUIRE_SERVICES:
-        pytest.fail(f"{reason} and ENGRAM_REQUIRE_SERVICES=1 demands it", pytrace=False)
-    pytest.skip(f"{reason} (run scripts/ensure-browser; ENGRAM_REQUIRE_SERVICES=1 fails instead)")
-
-
-@pytest.fixture
-def chromium() -> Any:
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        _unavailable(f"Chromium is not installed at {CHROMIUM}")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("the playwright package is not installed")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+COMMAND = re.compile(
+    r"^npx install-mcp '([^']+)' --client claude-code --header 'Authorization: Bearer (egk_\w+)' "
+    r"--oauth no --yes --name engram-my-project-agent-1$"
+)
 
 
 async def _add_through_mcp(url: str, key: str, content: str) -> None:

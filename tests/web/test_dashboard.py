@@ -6,7 +6,7 @@ import html as html_lib
 import re
 from collections.abc import Callable
 
-from tests.web.conftest import Browser, field_error
+from tests.web.conftest import Browser, field_error, new_key_of
 
 PLACEHOLDER = "Authorization: Bearer <your-key>"
 
@@ -15,16 +15,26 @@ def _key_rows(html: str) -> list[str]:
     return re.findall(r'<tr class="(?:active|revoked)" data-key-id="[^"]+">.*?</tr>', html, re.S)
 
 
+def _notice(html: str) -> str | None:
+    match = re.search(r'<p class="notice-banner" role="status">([^<]*)</p>', html)
+    return html_lib.unescape(match.group(1)) if match else None
+
+
 def test_a_new_key_is_shown_once_and_never_listed_again(browser: Callable[[], Browser]) -> None:
     me = browser().signup()
     response = me.submit("/dashboard", "/dashboard/keys", name="laptop", scope="read")
-    assert response.status_code == 201
-    key = re.search(r'id="cmd-new-key" class="command">(egk_[A-Za-z0-9]+)<', response.text).group(1)  # type: ignore[union-attr]
-    assert "shown only this once" in response.text
+    # Post/redirect/get: the form answers a redirect, so reloading the page it lands on repeats nothing.
+    assert response.status_code == 303
+    assert response.headers["location"] == "/dashboard?session=my-project&agent=agent-1#new-key"
+    page = me.follow(response)
+    key = new_key_of(page)
+    assert "shown only on this page" in page.text
+    assert _notice(page.text) == "Key “laptop” created."
     # The commands carry the new key.
-    assert f"--header 'Authorization: Bearer {key}'" in html_lib.unescape(response.text)
+    assert f"--header 'Authorization: Bearer {key}'" in html_lib.unescape(page.text)
 
-    listing = me.get("/dashboard").text
+    listing = me.get(response.headers["location"]).text
+    assert _notice(listing) is None
     assert key not in listing and key[4:16] not in listing
     (row,) = _key_rows(listing)
     cells = re.findall(r'<td data-label="([^"]+)">(.*?)</td>', row, re.S)
@@ -55,10 +65,14 @@ def test_revoking_a_key_shows_it_revoked_and_the_api_refuses_it(browser: Callabl
     me = browser().signup()
     key = me.create_key()
     key_id = re.search(r'data-key-id="([^"]+)"', me.get("/dashboard").text).group(1)  # type: ignore[union-attr]
+    assert 'data-confirm="Revoke the key “laptop”?' in me.get("/dashboard").text
     response = me.submit("/dashboard", f"/dashboard/keys/{key_id}/revoke")
     assert response.status_code == 303
-    (row,) = _key_rows(me.get("/dashboard").text)
+    page = me.follow(response)
+    assert _notice(page.text) == "Key “laptop” revoked: requests with it now get 401."
+    (row,) = _key_rows(page.text)
     assert 'class="revoked"' in row and "Revoke</button>" not in row
+    assert _notice(me.get("/dashboard").text) is None
     with me.api(key) as api:
         assert api.get("/v1/memories").status_code == 401
 
@@ -84,11 +98,16 @@ def test_the_install_panel_builds_every_command_for_a_session_and_agent(browser:
     commands = _commands(me.get("/dashboard", params={"session": "web-app", "agent": "claude.1"}).text)
     url_cc = f"{base}/mcp/v2/claude-code/{me.user_id}__session__web-app__claude.1"
     url_cursor = f"{base}/mcp/v2/cursor/{me.user_id}__session__web-app__claude.1"
+    name = "--name engram-web-app-claude.1"
     assert commands == {
-        "claude-code-key": f"npx install-mcp '{url_cc}' --client claude-code --header '{PLACEHOLDER}'",
-        "cursor-key": f"npx install-mcp '{url_cursor}' --client cursor --header '{PLACEHOLDER}'",
-        "claude-code-oauth": f"npx install-mcp '{url_cc}' --client claude-code --oauth yes",
-        "cursor-oauth": f"npx install-mcp '{url_cursor}' --client cursor --oauth yes",
+        "claude-code-key": (
+            f"npx install-mcp '{url_cc}' --client claude-code --header '{PLACEHOLDER}' --oauth no --yes {name}"
+        ),
+        "cursor-key": (
+            f"npx install-mcp '{url_cursor}' --client cursor --header '{PLACEHOLDER}' --oauth no --yes {name}"
+        ),
+        "claude-code-oauth": f"npx install-mcp '{url_cc}' --client claude-code --oauth yes --yes {name}",
+        "cursor-oauth": f"npx install-mcp '{url_cursor}' --client cursor --oauth yes --yes {name}",
         "curl": (
             f"curl -s '{base}/v1/memories/search' -H 'Authorization: Bearer <your-key>' "
             "-H 'content-type: application/json' "
@@ -116,19 +135,23 @@ def test_the_install_panel_shows_a_bad_name_next_to_its_field(browser: Callable[
 def test_creating_a_key_keeps_the_panels_session_and_agent(browser: Callable[[], Browser]) -> None:
     me = browser().signup()
     response = me.submit("/dashboard", "/dashboard/keys", name="ci", scope="write", session="api", agent="bot")
-    key = re.search(r"(egk_[A-Za-z0-9]+)", response.text).group(1)  # type: ignore[union-attr]
-    assert _commands(response.text)["cursor-key"].endswith(
-        f"/mcp/v2/cursor/{me.user_id}__session__api__bot' --client cursor --header 'Authorization: Bearer {key}'"
+    assert response.headers["location"] == "/dashboard?session=api&agent=bot#new-key"
+    page = me.follow(response)
+    key = new_key_of(page)
+    assert _commands(page.text)["cursor-key"].endswith(
+        f"/mcp/v2/cursor/{me.user_id}__session__api__bot' --client cursor --header 'Authorization: Bearer {key}' "
+        "--oauth no --yes --name engram-api-bot"
     )
 
 
 def test_a_bad_session_riding_along_does_not_spoil_a_new_key(browser: Callable[[], Browser]) -> None:
     me = browser().signup()
     response = me.submit("/dashboard", "/dashboard/keys", name="ci", scope="write", session="a__b", agent="bot")
-    assert response.status_code == 201
-    key = re.search(r"(egk_[A-Za-z0-9]+)", response.text).group(1)  # type: ignore[union-attr]
+    assert response.status_code == 303
+    page = me.follow(response)
+    key = new_key_of(page)
     # The commands are there, with the panel's defaults, so the key shown once can be used at once.
-    assert f"Authorization: Bearer {key}" in _commands(response.text)["cursor-key"]
+    assert f"Authorization: Bearer {key}" in _commands(page.text)["cursor-key"]
 
 
 def test_a_key_name_the_database_cannot_store_is_an_error_next_to_the_field(browser: Callable[[], Browser]) -> None:
@@ -146,3 +169,32 @@ def test_pages_are_never_cached_or_framed(browser: Callable[[], Browser]) -> Non
         assert headers["cache-control"] == "no-store"
         assert headers["x-frame-options"] == "DENY"
         assert "frame-ancestors 'none'" in headers["content-security-policy"]
+
+
+def test_a_new_key_reaches_only_the_browser_session_that_made_it(browser: Callable[[], Browser]) -> None:
+    me, other = browser().signup(), browser().signup()
+    response = me.submit("/dashboard", "/dashboard/keys", name="laptop", scope="write")
+    flash = response.cookies.get("engram_flash")
+    assert flash and "egk_" not in flash  # encrypted, never the key itself
+    # Another logged-in browser holding that cookie sees nothing: it is bound to the session that made it.
+    other.http.cookies.set("engram_flash", flash)
+    page = other.get("/dashboard")
+    assert page.status_code == 200 and 'id="cmd-new-key"' not in page.text
+    assert '<section class="card notice" id="new-key" hidden>' in page.text
+    # A tampered cookie shows nothing either, and the page still works.
+    me.http.cookies.set("engram_flash", flash[:-4] + "AAAA")
+    page = me.get("/dashboard")
+    assert page.status_code == 200 and 'id="cmd-new-key"' not in page.text
+    # The genuine one, in the browser that made the key, shows it.
+    me.http.cookies.set("engram_flash", flash)
+    assert new_key_of(me.get("/dashboard")).startswith("egk_")
+
+
+def test_reloading_the_page_after_creating_a_key_creates_no_second_one(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    page = me.follow(me.submit("/dashboard", "/dashboard/keys", name="laptop", scope="write"))
+    assert page.status_code == 200
+    # A reload repeats the GET the redirect led to, not the POST.
+    for _ in range(2):
+        assert me.get(str(page.request.url)).status_code == 200
+    assert len(_key_rows(me.get("/dashboard").text)) == 1

@@ -1,6 +1,74 @@
-// Copy buttons, and live refresh of the sessions view. Everything works without it except those two.
+// Copy buttons, confirmations before destructive forms, the new key kept in the install commands, and live refresh
+// of the sessions view. Everything works without it, except copying and the live refresh.
 (function () {
   "use strict";
+
+  // A command wraps only between its words: a URL, a header or a key is never cut in two (browsers also break after
+  // '-' and '/'). Without this script the command does not wrap at all, and scrolls sideways.
+  function wrapBetweenWords(pre) {
+    var text = pre.textContent;
+    pre.textContent = "";
+    text.split(/( +)/).forEach(function (part) {
+      if (!part) return;
+      if (!part.trim()) {
+        pre.appendChild(document.createTextNode(part));
+        return;
+      }
+      var word = document.createElement("span");
+      word.className = "word";
+      word.textContent = part;
+      pre.appendChild(word);
+    });
+    pre.classList.add("wraps");
+  }
+
+  // Revoke, Disconnect, Delete: ask first. Registered before the listener below, which must see a cancelled submit.
+  document.addEventListener("submit", function (event) {
+    var message = event.target.getAttribute("data-confirm");
+    if (message && !window.confirm(message)) event.preventDefault();
+  });
+
+  // A new API key is shown once, by the page the key form lands on. The tab keeps it (sessionStorage) so that the
+  // install commands still carry it after Build, another form of the dashboard, or a reload; it is forgotten as soon
+  // as the person leaves the dashboard (any other page, or coming back to it from elsewhere), and with the tab.
+  var KEY = "engram:new-key";
+  var STAYING = "engram:staying-on-dashboard";
+  var store = null;
+  try { store = window.sessionStorage; } catch (e) { store = null; }
+  var install = document.getElementById("install");
+  if (store && !install) {
+    store.removeItem(KEY);
+    store.removeItem(STAYING);
+  } else if (store) {
+    var navigation = performance.getEntriesByType ? performance.getEntriesByType("navigation")[0] : null;
+    var stayed = store.getItem(STAYING) === "1" || (navigation && navigation.type === "reload");
+    store.removeItem(STAYING);
+    var box = document.getElementById("new-key");
+    var shown = document.querySelector("pre[data-new-key]");
+    if (box && !box.hidden && shown && shown.textContent) {
+      store.setItem(KEY, shown.textContent);
+    } else if (!stayed) {
+      store.removeItem(KEY);
+    }
+    var key = store.getItem(KEY);
+    var placeholder = install.getAttribute("data-key-placeholder");
+    if (key && placeholder) {
+      install.querySelectorAll("pre.command").forEach(function (pre) {
+        pre.textContent = pre.textContent.split(placeholder).join(key);
+      });
+      var hint = document.getElementById("key-hint");
+      if (hint) hint.hidden = true;
+      if (box && shown) {
+        shown.id = "cmd-new-key";
+        shown.textContent = key;
+        box.hidden = false;
+      }
+    }
+    document.addEventListener("submit", function (event) {
+      if (!event.defaultPrevented && event.target.closest("main")) store.setItem(STAYING, "1");
+    });
+  }
+  document.querySelectorAll("pre.command").forEach(wrapBetweenWords);
 
   function selectText(element) {
     var range = document.createRange();
@@ -60,7 +128,7 @@
       status.textContent = "live";
       refresh();
     });
-    ["claim", "release", "change"].forEach(function (kind) { source.addEventListener(kind, refresh); });
+    ["claim", "release", "change", "agent", "message", "task"].forEach(function (kind) { source.addEventListener(kind, refresh); });
     source.onerror = function () {
       live.classList.remove("connected");
       status.textContent = "reconnecting…";
