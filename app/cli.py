@@ -1,4 +1,5 @@
-"""The ``engram`` command: serve, migrate, users, keys, reindex."""
+"""The ``engram`` command: serve, migrate, users, keys, oauth clients, sync (clients, link, status, once, unlink),
+reindex, projects, index."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 from app.errors import AppError
 from app.settings import Settings, get_settings
+
+KEEP_ALIVE_SECONDS = 75
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -34,7 +37,11 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
-        proxy_headers=True,
+        # The app decides whose forwarded headers to believe (app.client_address, ENGRAM_TRUSTED_PROXIES).
+        proxy_headers=False,
+        # Longer than any client's own idle timeout (httpx 5 s, Node 4-5 s, proxies 60 s): the client closes an idle
+        # connection first, never the server in the instant a request is sent on it (a lost request, unretried).
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     return 0
 
@@ -49,12 +56,17 @@ def _migrate(_: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _with_db(settings: Settings, work: Callable[[Any], Awaitable[int]]) -> int:
+    from app.accounts.revocations import Revocations
     from app.db import Database
 
     db = Database(settings.resolved_database_url)
+    # A revocation made here reaches the running servers' open streams through Redis (when there is one).
+    revocations = Revocations(settings.redis_url)
+    db.after_commit.append(revocations.after_commit)
     try:
         return await work(db)
     finally:
+        await revocations.close()
         await db.dispose()
 
 
@@ -72,12 +84,12 @@ def _users_create(args: argparse.Namespace, settings: Settings) -> int:
 
 def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
     from app.accounts import service
+    from app.accounts.secret import resolve_secret_key
 
     async def work(db: Any) -> int:
+        secret = await resolve_secret_key(db, settings.secret_key, settings.ensure_data_dir())
         async with db.session() as session:
-            created = await service.create_key(
-                session, settings.resolved_secret_key(), args.user_id, name=args.name, scope=args.scope
-            )
+            created = await service.create_key(session, secret, args.user_id, name=args.name, scope=args.scope)
         print(created.plaintext)
         print(f"key id {created.key.id}: shown once, store it now", file=sys.stderr)
         return 0
@@ -113,6 +125,47 @@ def _keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
         async with db.session() as session:
             key = await service.revoke_key(session, args.key_id)
         print(f"revoked {key.id}")
+        return 0
+
+    return asyncio.run(_with_db(settings, work))
+
+
+def _oauth_clients_list(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from app.oauth import machine_clients
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            rows = await machine_clients.list_for(session, args.user_id)
+        for row in rows:
+            print(json.dumps(row.as_json()))
+        return 0
+
+    return asyncio.run(_with_db(settings, work))
+
+
+def _oauth_clients_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from app.oauth import machine_clients
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            tokens = await machine_clients.revoke(session, args.client_id)
+        print(f"revoked {args.client_id} and {tokens} of its tokens")
+        return 0
+
+    return asyncio.run(_with_db(settings, work))
+
+
+def _sync_clients_create(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from app.oauth import machine_clients
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            created = await machine_clients.create_sync_client(session, args.user_id, args.name)
+        print(json.dumps(created.as_json()))
         return 0
 
     return asyncio.run(_with_db(settings, work))
@@ -170,6 +223,36 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = keys.add_parser("revoke", help="revoke a key")
     revoke.add_argument("key_id")
     revoke.set_defaults(run=_keys_revoke)
+
+    oauth = commands.add_parser("oauth", help="manage OAuth clients").add_subparsers(dest="topic", required=True)
+    oauth_clients = oauth.add_parser("clients", help="machine (client_credentials) clients").add_subparsers(
+        dest="action", required=True
+    )
+    list_clients = oauth_clients.add_parser("list", help="a user's machine clients, one JSON object per line")
+    list_clients.add_argument("user_id")
+    list_clients.set_defaults(run=_oauth_clients_list)
+    revoke_client = oauth_clients.add_parser("revoke", help="revoke a machine client and every token it holds")
+    revoke_client.add_argument("client_id")
+    revoke_client.set_defaults(run=_oauth_clients_revoke)
+
+    sync = commands.add_parser("sync", help="edge sync").add_subparsers(dest="topic", required=True)
+    sync_clients = sync.add_parser("clients", help="sync credentials for servers and scripts (run on the edge)")
+    sync_clients_actions = sync_clients.add_subparsers(dest="action", required=True)
+    create_sync = sync_clients_actions.add_parser(
+        "create",
+        help="make a client_credentials client with scope sync acting as EDGE_USER_ID; prints "
+        '{"client_id": ..., "client_secret": ...}, the only time the secret is shown',
+    )
+    create_sync.add_argument("user_id", metavar="EDGE_USER_ID")
+    create_sync.add_argument("--name", required=True, help="what the machine is called (shown on the dashboard)")
+    create_sync.set_defaults(run=_sync_clients_create)
+    from app.sync.commands import add_commands as add_sync_commands
+
+    add_sync_commands(sync)
+
+    from app.projects.cli import register as register_projects
+
+    register_projects(commands)
     return parser
 
 
@@ -181,7 +264,9 @@ def _quiet_logging(settings: Settings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from app.sync.commands import glue_option_values
+
+    args = build_parser().parse_args(glue_option_values(sys.argv[1:] if argv is None else argv))
     settings = get_settings()
     if args.run is not _serve:  # serve sets up its own (request logs at info)
         _quiet_logging(settings)

@@ -11,15 +11,21 @@ from litestar.handlers import BaseRouteHandler
 
 from app.accounts.auth import Authenticator, Recheck
 from app.accounts.principal import Principal
+from app.accounts.revocations import Revocations
 from app.coordination import Coordination
 from app.db import Database
 from app.memories.engine import MemoryEngine
 from app.memories.service import MemoryService
 from app.observability.metrics import Metrics
 from app.observability.request_id import note_user
+from app.projects.documents import DocumentService
+from app.projects.service import ProjectService
 from app.quotas.service import Quotas
+from app.redis_breaker import RedisBreaker
 from app.sessions.service import SessionService
 from app.settings import Settings
+from app.sync.runtime import SyncRuntime
+from app.teams import Teams
 
 
 @dataclass
@@ -32,8 +38,17 @@ class Container:
     coordination: Coordination
     sessions: SessionService
     quotas: Quotas
+    documents: DocumentService
+    projects: ProjectService
+    teams: Teams
     metrics: Metrics = field(default_factory=Metrics)
+    # The shared judgement of whether Redis answers (None without Redis).
+    redis: RedisBreaker | None = None
+    # Tells open streams at once that a credential of their user was revoked.
+    revocations: Revocations = field(default_factory=Revocations)
     extras: dict[str, Any] = field(default_factory=dict)
+    # Edge sync: the change log every memory write appends to, the /sync/v1 edge and the log follower.
+    sync: SyncRuntime | None = None
 
     def recheck(self, principal: Principal) -> Recheck:
         """How a stream that outlives its request keeps asking whether ``principal``'s credential still holds."""

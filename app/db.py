@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -13,8 +14,11 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DataError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm.exc import StaleDataError
 
-from app.errors import ValidationFailed
+from app.errors import Conflict, ValidationFailed
+
+log = logging.getLogger(__name__)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -51,8 +55,8 @@ class Base(DeclarativeBase):
 
 # SQLSTATEs of values PostgreSQL will not store, and what to tell the caller (SQLite stores them all).
 _DATA_PROBLEMS = {
-    "22021": "text must not contain NUL (\\0) characters",
-    "22P05": "text must not contain NUL (\\0) characters",
+    "22021": "text must not contain NUL characters (U+0000)",
+    "22P05": "text must not contain NUL characters (U+0000)",
     "22001": "a value is longer than its field allows",
     "22P02": "a value has a form the database cannot store (NaN or Infinity in JSON, say)",
 }
@@ -140,6 +144,9 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = create_engine(url)
+        # Called with a session's ``info`` after it commits: what must follow a commit, never precede it (telling
+        # open streams a credential was revoked). Failures are logged, never raised: the commit stands.
+        self.after_commit: list[Callable[[dict[str, Any]], Awaitable[None]]] = []
         self.sessionmaker = async_sessionmaker(self.engine, expire_on_commit=False)
         self._inline_reader = _inline_sqlite_reader(url)
         self._hot_reader = _hot_reader(url)
@@ -176,9 +183,18 @@ class Database:
             try:
                 yield session
                 await session.commit()
+            except StaleDataError as exc:
+                # A versioned row (a memory) changed between this transaction's read and its write.
+                await session.rollback()
+                raise Conflict("the memory was changed by another request at the same time; retry") from exc
             except BaseException:
                 await session.rollback()
                 raise
+            for hook in self.after_commit:
+                try:
+                    await hook(session.info)
+                except Exception:
+                    log.exception("an after-commit hook failed")
 
     async def ping(self) -> None:
         from sqlalchemy import text

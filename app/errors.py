@@ -30,6 +30,13 @@ class ValidationFailed(AppError):
     code = "invalid_request"
 
 
+class MalformedBody(AppError):
+    """A body that cannot be read as what its content type says (not UTF-8, not JSON, nested beyond reason)."""
+
+    status_code = 400
+    code = "malformed_body"
+
+
 class InvalidIdentity(AppError):
     status_code = 400
     code = "invalid_user_id"
@@ -45,6 +52,14 @@ class InvalidJsonRpc(AppError):
     def __init__(self, message: str, *, jsonrpc_code: int = -32600) -> None:
         super().__init__(message)
         self.jsonrpc_code = jsonrpc_code  # type: ignore[misc]
+
+
+class MethodNotFound(AppError):
+    """A JSON-RPC method this revision of MCP does not have (over HTTP: 404, as the 2026-07-28 revision requires)."""
+
+    status_code = 404
+    code = "method_not_found"
+    jsonrpc_code = -32601
 
 
 class InvalidParams(AppError):

@@ -28,10 +28,16 @@ async def healthz() -> dict[str, str]:
 @get("/readyz", tags=["health"], summary="Every dependency answers")
 async def readyz(container: Container) -> Response[dict[str, Any]]:
     """503 when the database or the index is down; coordination down only degrades (memories keep working)."""
+    redis = container.redis
+    if redis is not None and redis.is_open:
+        # The breaker's watchdog is already asking Redis several times a second: answer at once.
+        coordination: dict[str, Any] = {"status": "error", "error": f"redis is not answering: {redis.reason}"}
+    else:
+        coordination = await _probe(container.coordination.ping)
     checks = {
         "database": await _probe(container.db.ping),
         "vector_index": {**await _probe(container.engine.ping), "backend": container.engine.backend},
-        "coordination": {**await _probe(container.coordination.ping), "backend": container.coordination.name},
+        "coordination": {**coordination, "backend": container.coordination.name},
     }
     if checks["database"]["status"] != "ok" or checks["vector_index"]["status"] != "ok":
         status, code = "unavailable", 503

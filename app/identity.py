@@ -14,6 +14,9 @@ MAX_USER_ID = 64
 
 _USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+# The same rule as validate_name as one regular expression (with length 1-64), for schemas: letters, digits, '.', '-'
+# and '_', never two '_' in a row. Written without lookahead so that schema-driven generators can use it.
+NAME_PATTERN = r"^_?(?:[A-Za-z0-9.-]+_)*[A-Za-z0-9.-]*$"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,7 @@ def validate_user_id(user_id: str) -> str:
         raise InvalidIdentity(f"user part is longer than {MAX_USER_ID} characters")
     if SEPARATOR in user_id:
         raise InvalidIdentity("user part must not contain '__'")
-    if not _USER_RE.match(user_id):
+    if not _USER_RE.fullmatch(user_id):
         raise InvalidIdentity(
             f"user part {user_id!r} may only contain letters, digits, '.', '-' and '_' and must start with a "
             "letter or digit"
@@ -58,7 +61,7 @@ def validate_name(value: str, part: str) -> str:
         raise InvalidIdentity(f"{part} name is longer than {MAX_NAME} characters")
     if SEPARATOR in value:
         raise InvalidIdentity(f"{part} name {value!r} must not contain '__'")
-    if not _NAME_RE.match(value):
+    if not _NAME_RE.fullmatch(value):
         raise InvalidIdentity(f"{part} name {value!r} may only contain letters, digits, '.', '-' and '_'")
     return value
 

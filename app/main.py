@@ -15,16 +15,20 @@ import anyio
 from litestar import Litestar
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from app.accounts.auth import Authenticator
+from app.accounts.revocations import Revocations
+from app.accounts.secret import resolve_secret_key
+from app.client_address import TrustedProxies, parse_networks
 from app.container import Container, provide_container, provide_principal
 from app.coordination import create_coordination
+from app.coordination.lives import DatabaseLives
 from app.db import Database
 from app.health import healthz, readyz
 from app.housekeeping import sweep_forever
 from app.http_errors import EXCEPTION_HANDLERS
+from app.json_body import JsonRequest
 from app.mcp import McpEndpoint
 from app.mcp.endpoint import MOUNT as MCP_MOUNT
 from app.memories.embedder import Embedder, OnnxMiniLMEmbedder
@@ -36,12 +40,22 @@ from app.oauth.verifier import OAuthTokenVerifier
 from app.observability.metrics import Metrics
 from app.observability.middleware import install as install_observability
 from app.observability.routes import metrics as metrics_route
+from app.openapi.swagger import render_plugins
+from app.projects.documents import DocumentService
+from app.projects.routes import DocumentController
+from app.projects.runtime import projects_lifespan
+from app.projects.service import ProjectService
 from app.quotas.limiter import create_limiter
 from app.quotas.plans import parse_plans
 from app.quotas.service import Quotas
+from app.redis_breaker import RedisBreaker
 from app.sessions.routes import SessionController
 from app.sessions.service import SessionService
 from app.settings import Settings, get_settings
+from app.sync.routes import SyncController
+from app.sync.runtime import open_sync
+from app.teams import Teams
+from app.teams.routes import TeamController
 from app.web.errors import html_for_browsers
 from app.web.router import static_files, template_config, web_lifespan, web_router
 from app.web.session import send_pending_cookies
@@ -71,38 +85,72 @@ async def build_container(
         )
     )
     db = Database(settings.resolved_database_url)
-    coordination = create_coordination(settings.redis_url)
-    limits = Limits(max_memory_chars=settings.max_memory_chars, max_batch_size=settings.max_batch_size)
+    secret = await resolve_secret_key(db, settings.secret_key, data_dir)
+    revocations = Revocations(settings.redis_url)
+    db.after_commit.append(revocations.after_commit)
+    breaker = (
+        RedisBreaker(settings.redis_url, on_change=lambda down: metrics.redis_up.set(0 if down else 1))
+        if (settings.redis_url)
+        else None
+    )
+    coordination = create_coordination(
+        settings.redis_url, breaker=breaker, command_timeout=settings.redis_timeout_seconds, lives=DatabaseLives(db)
+    )
+    limits = Limits(
+        max_memory_chars=settings.max_memory_chars,
+        max_batch_size=settings.max_batch_size,
+        search_threshold=settings.search_threshold,
+    )
+    teams = Teams.build(db, coordination)
     quotas = Quotas(
         db,
-        create_limiter(settings.redis_url),
+        create_limiter(
+            settings.redis_url,
+            breaker=breaker,
+            budget=settings.redis_limit_timeout_seconds,
+            on_fallback=metrics.redis_fallbacks.labels("quotas").inc,
+        ),
         parse_plans(settings.plans, settings.default_plan),
         settings.default_plan,
+    )
+    sync = await open_sync(settings, db, engine, dims=embedder.dims, quotas=quotas, registry=metrics.registry)
+    memories = MemoryService(db, engine, limits, quotas, metrics, roles=teams.agents.role_of, changes=sync.changes)
+    documents = DocumentService(
+        db, memories, max_memory_chars=settings.max_memory_chars, max_document_bytes=settings.max_document_bytes
     )
     return Container(
         settings=settings,
         db=db,
         engine=engine,
-        memories=MemoryService(db, engine, limits, quotas, metrics),
-        authenticator=Authenticator(
-            db, settings.resolved_secret_key(), oauth=OAuthTokenVerifier(db, settings.resolved_public_base_url)
-        ),
+        memories=memories,
+        authenticator=Authenticator(db, secret, oauth=OAuthTokenVerifier(db, settings.resolved_public_base_url)),
         coordination=coordination,
-        sessions=SessionService(coordination, metrics),
+        sessions=SessionService(coordination, metrics, teams.agents),
         quotas=quotas,
+        teams=teams,
+        documents=documents,
+        projects=ProjectService(db, documents),
         metrics=metrics,
+        redis=breaker,
+        revocations=revocations,
+        sync=sync,
     )
 
 
 async def close_container(container: Container) -> None:
     await container.coordination.close()
     await container.quotas.close()
+    if container.redis is not None:
+        await container.redis.close()
+    await container.revocations.close()
     await container.db.dispose()
     await anyio.to_thread.run_sync(container.engine.close)
 
 
 async def _repair_index(container: Container) -> None:
     """Catch the index up with the database after an unclean stop; the server serves meanwhile."""
+    if container.engine.rebuilt:
+        log.warning("the index predates hybrid search: rebuilding it from the database in the background")
     try:
         added, removed = await container.memories.repair()
         if added or removed:
@@ -122,14 +170,25 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         container = await build_container(settings, embedder, metrics)
         app.state.container = container
+        if container.redis is not None:
+            metrics.redis_up.set(1)
+            container.redis.start()
+        container.revocations.start()
+        assert container.sync is not None
+        await container.sync.follower.start()  # before repair: what is written meanwhile is followed
         repair = asyncio.create_task(_repair_index(container))
         sweep = asyncio.create_task(sweep_forever(container.db))
+        follow = asyncio.create_task(container.sync.follower.run())
+        links = asyncio.create_task(container.sync.worker.run())
         try:
-            async with mcp.running():
+            async with mcp.running(container):
                 yield
         finally:
             repair.cancel()
             sweep.cancel()
+            follow.cancel()
+            links.cancel()
+            await asyncio.gather(links, return_exceptions=True)
             await close_container(container)
 
     dependencies: dict[str, Any] = {
@@ -143,6 +202,9 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             metrics_route,
             MemoryController,
             SessionController,
+            SyncController,
+            TeamController,
+            DocumentController,
             web_router,
             static_files,
             mcp.route,
@@ -152,14 +214,15 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         exception_handlers=html_for_browsers(EXCEPTION_HANDLERS),
         template_config=template_config,
         before_send=[send_pending_cookies],
-        lifespan=[lifespan, web_lifespan, oauth_lifespan],
+        lifespan=[lifespan, web_lifespan, oauth_lifespan, projects_lifespan],
         request_max_body_size=settings.max_body_bytes,
+        request_class=JsonRequest,
         openapi_config=OpenAPIConfig(
             title="Engram",
             version="0.1.0",
             description="Hosted memory for AI coding agents.",
             path="/docs",
-            render_plugins=[SwaggerRenderPlugin()],
+            render_plugins=render_plugins(),
             components=Components(
                 security_schemes={
                     "bearer": SecurityScheme(
@@ -178,4 +241,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         debug=False,
     )
     install_observability(app, metrics, {MCP_MOUNT: MCP_MOUNT + "/{client_name}/{user_id}"})
+    # Outermost: every layer below (logs, limits, handlers) sees the client the trusted proxy named.
+    app.asgi_handler = TrustedProxies(
+        app.asgi_handler, parse_networks(settings.trusted_proxies), settings.client_ip_header
+    )
     return app

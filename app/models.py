@@ -3,6 +3,11 @@
 
 def load_all_models() -> None:
     import app.accounts.models
+    import app.accounts.secret
+    import app.coordination.lives
     import app.memories.models
     import app.oauth.models
+    import app.projects.models
+    import app.sync.models
+    import app.teams.models
     import app.web.models  # noqa: F401

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,21 +28,45 @@ class Settings(BaseSettings):
     qdrant_collection: str = "engram_memories"
     # Unset: coordination runs in-process (single instance only).
     redis_url: str | None = None
+    # A coordination call gives up after this, retries included; rate limits (on every request) after the second.
+    # The first call to find Redis hung opens a breaker: later calls fail (or count in-process) at once until it
+    # answers again.
+    redis_timeout_seconds: float = Field(default=2.0, gt=0)
+    redis_limit_timeout_seconds: float = Field(default=0.25, gt=0)
 
     # An OpenAI-compatible LLM enables mem0's fact extraction (infer).
     llm_base_url: str | None = None
     llm_api_key: str | None = None
     llm_model: str = "gpt-4o-mini"
 
+    # Peers whose X-Forwarded-For (or client_ip_header) names the client: addresses or networks, comma-separated.
+    # Behind Fly's proxy: its range, with client_ip_header Fly-Client-IP (see fly.toml). Anyone else's headers are
+    # ignored, so per-address limits cannot be dodged by sending them.
+    trusted_proxies: str = "127.0.0.1,::1"
+    client_ip_header: str | None = None
+
     # What clients are told to connect to (install commands, OAuth metadata). Unset: http://{host}:{port}.
     public_base_url: str | None = None
 
-    # Keys are stored as HMAC-SHA256(secret_key, key). Unset: generated once and kept in data_dir.
+    # Keys are stored as HMAC-SHA256(secret_key, key). Unset: generated once and kept in the database, so every
+    # instance of one database agrees (app.accounts.secret).
     secret_key: str | None = None
 
     max_body_bytes: int = 1_048_576
     max_memory_chars: int = 16_000
     max_batch_size: int = 100
+    # Searches drop results scoring below this unless the request sets its own threshold (0 keeps everything).
+    search_threshold: float = Field(default=0.05, ge=0.0, le=1.0)
+    # Indexed documents (projects): larger files are skipped with a reason, not indexed.
+    max_document_bytes: int = Field(default=1_048_576, ge=1)
+    # `engram serve` reconciles every registered project at start-up and then follows its file events.
+    watch_projects: bool = True
+    watch_settle_seconds: float = Field(default=0.25, ge=0.0, le=5.0)
+
+    # MCP sessions a user may hold open at once (the least recently used goes first beyond it), and how long one
+    # lives without a request or an open stream. Each costs memory until it ends.
+    mcp_sessions_per_user: int = Field(default=32, ge=1)
+    mcp_session_idle_seconds: float = Field(default=600.0, gt=0)
 
     # Live streams (SSE, MCP push) outlive the request that opened them: how often they re-check its credential.
     stream_recheck_seconds: float = 15.0
@@ -62,16 +85,36 @@ class Settings(BaseSettings):
     signups_per_hour: int = Field(default=10, ge=1)
     client_registrations_per_hour: int = Field(default=30, ge=1)
     token_failures_per_5_minutes: int = Field(default=30, ge=1)
+    # OAuth device flow (edge sync): device codes asked for per address per hour, and wrong user codes typed on
+    # /device per 15 minutes, counted per user and per address (RFC 8628 section 5.1: codes must not be guessable).
+    device_authorizations_per_hour: int = Field(default=60, ge=1)
+    device_code_failures_per_15_minutes: int = Field(default=10, ge=1)
     log_format: str = "json"
     # Set: GET /metrics requires `Authorization: Bearer <metrics_token>`.
     metrics_token: str | None = None
 
-    # ONNX Runtime spins its intra-op threads; one keeps a core free for the event loop.
-    embed_threads: int = 1
+    # Edge sync (app.sync). Versions stamped further ahead of this clock are refused; a node's batches and pages
+    # hold this many changes; a node retries an unreachable edge at most this far apart, long-polls this long, and
+    # notices links made or removed by `engram sync` this often. sync_node_name: how the edge lists this machine.
+    sync_max_clock_skew_seconds: float = Field(default=300.0, gt=0)
+    sync_batch_size: int = Field(default=500, ge=1, le=1000)
+    sync_retry_max_seconds: float = Field(default=1.0, gt=0)
+    sync_pull_wait_seconds: float = Field(default=25.0, ge=0, le=60)
+    sync_links_poll_seconds: float = Field(default=1.0, gt=0)
+    sync_node_name: str | None = None
+    # How often an embedded index applies what other instances sharing the database wrote (issue 9b).
+    index_follow_seconds: float = Field(default=0.25, gt=0)
+
+    # Threads one embedding may use when it runs alone (a lone search gets both cores); under concurrency each
+    # embedding takes one, so the event loop and the other requests are not starved.
+    embed_threads: int = Field(default=2, ge=1)
     log_level: str = "info"
 
     @model_validator(mode="after")
     def _normalise(self) -> Settings:
+        from app.client_address import parse_networks
+
+        parse_networks(self.trusted_proxies)  # a bad entry fails at start-up, naming it
         if self.public_base_url is not None:
             self.public_base_url = self.public_base_url.rstrip("/")
         return self
@@ -94,16 +137,6 @@ class Settings(BaseSettings):
     def ensure_data_dir(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return self.data_dir
-
-    def resolved_secret_key(self) -> bytes:
-        """The HMAC key for API keys: from the environment, else created once under data_dir."""
-        if self.secret_key:
-            return self.secret_key.encode()
-        path = self.ensure_data_dir() / "secret.key"
-        if not path.exists():
-            path.write_text(secrets.token_urlsafe(48))
-            path.chmod(0o600)
-        return path.read_text().strip().encode()
 
 
 @lru_cache(maxsize=1)

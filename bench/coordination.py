@@ -7,7 +7,9 @@ Prints:
 - one agent's claim round trip alone, p50/p99;
 - broadcast -> visible to another agent, by polling session_sync_changes, by live push on the GET stream and by
   subscriptions/listen (2026-07-28), p50/p99;
-- search_memory through MCP against the same search through REST, p50 and the ratio.
+- search_memory through MCP against the same search through REST, p50 and the ratio;
+- then the teams figures of bench/teams.py: task claim round trip, message send until the addressee's push, and N
+  agents working a 200-task graph to the end.
 The server runs in its own process; the clients share this one, so client overhead is part of every figure.
 """
 
@@ -66,6 +68,8 @@ class Server:
             ENGRAM_LOG_LEVEL="warning",
             # The benchmark measures the path, not the plan: lift the rate limits.
             ENGRAM_PLANS='{"free": {"requests_per_minute": 100000000, "max_memories": 100000000}}',
+            # Every agent of the benchmark is one user's MCP session: lift the per-user cap above their number.
+            ENGRAM_MCP_SESSIONS_PER_USER="1000",
         )
         self.env.pop("ENGRAM_DATABASE_URL", None)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -324,6 +328,9 @@ async def main(args: argparse.Namespace) -> None:
         await claims(server, args.agents, args.rounds, shared=True)
         await visibility(server, args.samples)
         await search(server, args.samples)
+        from bench.teams import run as teams
+
+        await teams(server, args.samples, args.agents, args.tasks)
 
 
 if __name__ == "__main__":
@@ -331,6 +338,7 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--tasks", type=int, default=200, help="tasks in the graph the agents work to the end")
     parser.add_argument("--redis-url", default=os.environ.get("ENGRAM_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"))
     # 49 clients closing while fan-out events are still in flight make the SDK client log each event it can no
     # longer deliver ("Error parsing SSE message"); that is teardown, not a measured path.

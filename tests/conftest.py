@@ -104,7 +104,12 @@ def _settings(tmp: object, database_url: str, **overrides: object) -> object:
     # Shared test servers take thousands of requests a minute; tests/quotas pins the real limits with small plans.
     overrides.setdefault("secret_key", "test-secret-" + uuid.uuid4().hex)
     # Most tests call from 127.0.0.1; tests/web/test_address_limits pins these limits on a server of its own.
-    for limit in ("signups_per_hour", "client_registrations_per_hour", "token_failures_per_5_minutes"):
+    for limit in (
+        "signups_per_hour",
+        "client_registrations_per_hour",
+        "token_failures_per_5_minutes",
+        "device_authorizations_per_hour",
+    ):
         overrides.setdefault(limit, 1_000_000)
     # Streams re-check their credential this often; small, so revocation tests need not wait 15 s.
     overrides.setdefault("stream_recheck_seconds", 0.2)

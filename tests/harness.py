@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from app.cli import KEEP_ALIVE_SECONDS
 from app.settings import Settings
 
 
@@ -47,7 +48,17 @@ class RunningServer:
 @contextmanager
 def serve_asgi(app: Any, host: str, port: int) -> Iterator[uvicorn.Server]:
     """Serve an ASGI app with uvicorn in a background thread until the context exits."""
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    # As `engram serve` runs it: the app, not uvicorn, decides whose forwarded headers to believe.
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+        proxy_headers=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"asgi-{port}", daemon=True)
     thread.start()
@@ -96,7 +107,7 @@ def make_account(server: RunningServer, *, scope: str = "write", email: str | No
         async with container.db.session() as session:
             user = await service.create_user(session, email or f"{uuid.uuid4().hex[:12]}@example.test")
             created = await service.create_key(
-                session, container.settings.resolved_secret_key(), user.id, name="test", scope=scope
+                session, container.authenticator.secret, user.id, name="test", scope=scope
             )
         return Account(user.id, created.plaintext, created.key.id)
 
@@ -112,7 +123,7 @@ def add_key(server: RunningServer, user_id: str, *, scope: str = "write") -> Acc
     async def create() -> Account:
         async with container.db.session() as session:
             created = await service.create_key(
-                session, container.settings.resolved_secret_key(), user_id, name="extra", scope=scope
+                session, container.authenticator.secret, user_id, name="extra", scope=scope
             )
         return Account(user_id, created.plaintext, created.key.id)
 

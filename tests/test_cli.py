@@ -29,7 +29,7 @@ def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
     with os.fdopen(fd, "wb") as sink:
         proc = subprocess.Popen([ENGRAM, "serve", *args], env=env, stdout=subprocess.DEVNULL, stderr=sink)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a loaded 2-core machine starts a server slowly
         while True:
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:

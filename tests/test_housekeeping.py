@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from app.db import utcnow
 from app.housekeeping import GRACE, purge_expired
-from app.oauth.models import OAuthCode, OAuthToken
+from app.oauth.models import OAuthCode, OAuthDeviceCode, OAuthToken
 from app.web.models import WebSession
 from tests.harness import RunningServer, make_account
 
@@ -46,6 +46,21 @@ def _token(user_id: str, access_in: timedelta, refresh_in: timedelta | None, *, 
     )
 
 
+def _device_code(user_id: str, expires_in: timedelta) -> OAuthDeviceCode:
+    return OAuthDeviceCode(
+        id=uuid.uuid4().hex,
+        user_code=uuid.uuid4().hex,
+        client_id="c",
+        scope="sync",
+        resource="http://x/sync/v1",
+        family_id=uuid.uuid4().hex,
+        expires_at=utcnow() + expires_in,
+        interval=5,
+        user_id=user_id,
+        decision="approved",
+    )
+
+
 def _web_session(user_id: str, expires_in: timedelta) -> WebSession:
     return WebSession(id=uuid.uuid4().hex, user_id=user_id, csrf_token="t", expires_at=utcnow() + expires_in)
 
@@ -58,6 +73,7 @@ def test_only_rows_expired_longer_than_the_grace_period_are_purged(api: RunningS
         _token(user_id, long_ago, None),  # client_credentials: no refresh token
         _token(user_id, long_ago, long_ago, used=True),
         _web_session(user_id, long_ago),
+        _device_code(user_id, long_ago),
     ]
     kept = [
         _code(user_id, recently),  # a replay now is still recognised as a reused code
@@ -66,6 +82,7 @@ def test_only_rows_expired_longer_than_the_grace_period_are_purged(api: RunningS
         _token(user_id, later, None),
         _web_session(user_id, recently),
         _web_session(user_id, later),
+        _device_code(user_id, recently),
     ]
     db = api.container.db
 
@@ -75,7 +92,7 @@ def test_only_rows_expired_longer_than_the_grace_period_are_purged(api: RunningS
         await purge_expired(db)
         async with db.session() as session:
             left = set()
-            for model in (OAuthCode, OAuthToken, WebSession):
+            for model in (OAuthCode, OAuthToken, WebSession, OAuthDeviceCode):
                 left |= set((await session.execute(select(model.id).where(model.user_id == user_id))).scalars())
         return left
 

@@ -47,6 +47,10 @@ def test_format_is_the_inverse_of_parse(raw: str) -> None:
         ("u_1__session__s__a%20", "agent name"),
         ("u_1__session__sé__a", "session name"),
         ("x" * 65, "user part is longer than 64"),
+        # A regular expression's '$' also matches before a final newline: each part must match whole.
+        ("u_1\n", "user part"),
+        ("u_1__session__web\n__a", "session name"),
+        ("u_1__session__web__a\n", "agent name"),
     ],
 )
 def test_malformed_ids_name_the_part_that_is_wrong(raw: str, names: str) -> None:

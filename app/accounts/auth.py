@@ -31,6 +31,8 @@ class BearerTokenVerifier(Protocol):
 
     def accepts(self, credential: str) -> bool: ...
 
+    def tokens_only(self, resource: str | None) -> bool: ...
+
     def challenge(self, resource: str | None) -> dict[str, str]: ...
 
     async def verify(self, credential: str, resource: str | None) -> Principal: ...
@@ -55,13 +57,16 @@ class Authenticator:
         return True  # the dashboard's own session: its pages check the cookie
 
     async def authenticate(self, headers: Mapping[str, str], resource: str | None = None) -> Principal:
-        """``resource`` is the URL being called (``{base}/v1`` or an MCP URL): OAuth tokens only work there."""
+        """``resource`` is the URL being called (``{base}/v1``, an MCP URL or ``{base}/sync/v1``): OAuth tokens only
+        work there, and the sync resource takes nothing else."""
         challenge = self.oauth.challenge(resource) if self.oauth else CHALLENGE
         credential = presented_credential(headers)
         if not credential:
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key'", headers=challenge)
         if self.oauth is not None and self.oauth.accepts(credential):
             return await self.oauth.verify(credential, resource)
+        if self.oauth is not None and self.oauth.tokens_only(resource):
+            raise Unauthorized("this resource takes an OAuth access token, not an API key", headers=challenge)
         try:
             return await service.authenticate_key(self.db, self.secret, credential)
         except Unauthorized as exc:
@@ -78,8 +83,9 @@ class Recheck:
         self._checked = time.monotonic()
         self._holds = True
 
-    async def holds(self) -> bool:
-        if self._holds and time.monotonic() - self._checked >= self.interval:
+    async def holds(self, *, now: bool = False) -> bool:
+        """``now``: ask the database whatever the interval (a revocation of this user was just announced)."""
+        if self._holds and (now or time.monotonic() - self._checked >= self.interval):
             self._holds = await self.authenticator.still_valid(self.principal)
             self._checked = time.monotonic()
         return self._holds

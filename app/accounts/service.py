@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.accounts import keys, repository
 from app.accounts.models import ApiKey, User
 from app.accounts.principal import KEY_SCOPES, Principal, scopes_for
+from app.accounts.revocations import note_revoked
 from app.db import Database, utcnow
 from app.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 
@@ -91,6 +92,7 @@ async def revoke_key(session: AsyncSession, key_id: str, *, user_id: str | None 
         raise NotFound(f"no API key {key_id}")
     if key.revoked_at is None:
         key.revoked_at = utcnow()
+        note_revoked(session, key.user_id)
     return key
 
 

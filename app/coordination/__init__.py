@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.coordination.backend import Coordination
 from app.coordination.errors import CoordinationUnavailable
+from app.coordination.lives import Lives
 from app.coordination.memory_backend import MemoryCoordination
 from app.coordination.models import (
     Change,
@@ -18,6 +19,7 @@ from app.coordination.models import (
 )
 from app.coordination.redis_backend import RedisCoordination
 from app.coordination.rules import DEFAULT_PRESENCE_TTL_SECONDS
+from app.redis_breaker import RedisBreaker
 
 __all__ = [
     "Change",
@@ -38,9 +40,22 @@ __all__ = [
 
 
 def create_coordination(
-    redis_url: str | None, *, presence_ttl_seconds: float = DEFAULT_PRESENCE_TTL_SECONDS
+    redis_url: str | None,
+    *,
+    presence_ttl_seconds: float = DEFAULT_PRESENCE_TTL_SECONDS,
+    breaker: RedisBreaker | None = None,
+    command_timeout: float = 2.0,
+    lives: Lives | None = None,
 ) -> Coordination:
-    """Redis when a URL is configured (any number of instances), else in-process (a single instance only)."""
+    """Redis when a URL is configured (any number of instances), else in-process (a single instance only).
+
+    ``lives`` (the database's, in a server) numbers each fresh start of a session's state; see cursors."""
     if redis_url:
-        return RedisCoordination(redis_url, presence_ttl_seconds=presence_ttl_seconds)
-    return MemoryCoordination(presence_ttl_seconds=presence_ttl_seconds)
+        return RedisCoordination(
+            redis_url,
+            presence_ttl_seconds=presence_ttl_seconds,
+            breaker=breaker,
+            command_timeout=command_timeout,
+            lives=lives,
+        )
+    return MemoryCoordination(presence_ttl_seconds=presence_ttl_seconds, lives=lives)

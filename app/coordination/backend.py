@@ -65,6 +65,14 @@ class Coordination(Protocol):
         """Agents seen within the presence TTL, most recent first."""
         ...
 
+    async def forget(self, key: SessionKey, agent: str) -> None:
+        """Drop ``agent`` from presence (it left the session); its next action marks it present again."""
+        ...
+
+    async def publish(self, key: SessionKey, event: Event) -> None:
+        """Announce an event recorded elsewhere (a message, a task) to the session's subscribers; best effort."""
+        ...
+
     def subscribe(self, key: SessionKey) -> AbstractAsyncContextManager[AsyncIterator[Event]]:
         """Live events of the session from the moment the context is entered."""
         ...

@@ -16,16 +16,16 @@ from operator import itemgetter
 
 from app.coordination import rules
 from app.coordination.cursors import (
-    START,
-    cursor_before,
+    MAX_PART,
     datetime_to_ms,
+    fencing_token,
     format_cursor,
     ms_to_datetime,
     now_ms,
-    parse_cursor,
     parse_resume_cursor,
 )
 from app.coordination.events import change_event, claim_event, release_event
+from app.coordination.lives import CountingLives, Lives
 from app.coordination.models import (
     Change,
     ChangePage,
@@ -52,6 +52,8 @@ class _Held:
 
 @dataclass(slots=True)
 class _Session:
+    # This process's life of the session: a restart begins another, with a greater number (see cursors).
+    life: int
     held: dict[str, _Held] = field(default_factory=dict)
     fences: dict[str, int] = field(default_factory=dict)
     # (position, change) in feed order; position is the parsed cursor.
@@ -71,16 +73,20 @@ class MemoryCoordination:
         *,
         presence_ttl_seconds: float = rules.DEFAULT_PRESENCE_TTL_SECONDS,
         clock: Callable[[], int] = now_ms,
+        lives: Lives | None = None,
     ) -> None:
         self._presence_ttl_ms = int(presence_ttl_seconds * 1000)
         self._clock = clock
+        self._lives = lives or CountingLives()
         self._sessions: dict[SessionKey, _Session] = {}
 
-    def _session(self, key: SessionKey) -> _Session:
+    async def _session(self, key: SessionKey) -> _Session:
         rules.check_key(key)
         state = self._sessions.get(key)
         if state is None:
-            state = self._sessions[key] = _Session()
+            # The only await of a call, before it changes anything: each call stays atomic on the event loop.
+            life = await self._lives.next_life(key)
+            state = self._sessions.setdefault(key, _Session(life))
         return state
 
     def _live(self, state: _Session, path: str, now: int) -> _Held | None:
@@ -107,7 +113,7 @@ class MemoryCoordination:
         ttl_ms: int | None = None,
     ) -> ClaimResult:
         """Claim every path or none."""
-        state = self._session(key)
+        state = await self._session(key)
         rules.check_agent(agent)
         wanted = rules.normalise_paths(paths)
         operation = rules.check_operation(operation)
@@ -124,8 +130,9 @@ class MemoryCoordination:
         expires = now + ttl
         granted = []
         for path in wanted:
-            token = state.fences.get(path, 0) + 1
-            state.fences[path] = token
+            count = state.fences.get(path, 0) + 1
+            state.fences[path] = count
+            token = fencing_token(state.life, count)
             state.held[path] = _Held(agent, operation, token, expires)
             granted.append(Claim(path, agent, operation, token, ms_to_datetime(expires)))
         self._publish(state, claim_event(agent, granted, ms_to_datetime(now)))
@@ -133,7 +140,7 @@ class MemoryCoordination:
 
     async def release(self, key: SessionKey, agent: str, paths: Sequence[str]) -> ReleaseResult:
         """Release what ``agent`` holds among ``paths``."""
-        state = self._session(key)
+        state = await self._session(key)
         rules.check_agent(agent)
         wanted = rules.normalise_paths(paths)
         now = self._clock()
@@ -155,7 +162,7 @@ class MemoryCoordination:
 
     async def claims(self, key: SessionKey) -> list[Claim]:
         """The unexpired claims, by path."""
-        state = self._session(key)
+        state = await self._session(key)
         now = self._clock()
         result = []
         for path in sorted(state.held):
@@ -166,7 +173,7 @@ class MemoryCoordination:
 
     async def broadcast(self, key: SessionKey, agent: str, paths: Sequence[str], summary: str) -> Change:
         """Append a change to the feed and announce it."""
-        state = self._session(key)
+        state = await self._session(key)
         rules.check_agent(agent)
         files = rules.normalise_paths(paths, allow_empty=True)
         summary = rules.check_summary(summary)
@@ -176,7 +183,7 @@ class MemoryCoordination:
         # Same rule as Redis stream ids: never go backwards, even if the clock does.
         position = (now, 0) if now > last_ms else (last_ms, last_seq + 1)
         state.last_position = position
-        change = Change(format_cursor(*position), agent, files, summary, ms_to_datetime(position[0]))
+        change = Change(format_cursor(state.life, *position), agent, files, summary, ms_to_datetime(position[0]))
         state.feed.append((position, change))
         if len(state.feed) > rules.FEED_MAX_ENTRIES:
             del state.feed[: len(state.feed) - rules.FEED_MAX_ENTRIES]
@@ -193,33 +200,38 @@ class MemoryCoordination:
         limit: int = 100,
     ) -> ChangePage:
         """Changes after ``since`` (exclusive) or at/after ``since_time``, oldest first."""
-        state = self._session(key)
+        state = await self._session(key)
         rules.check_limit(limit)
         if since is not None and since_time is not None:
             raise ValidationFailed("pass since or since_time, not both")
         if exclude_agent is not None:
             rules.check_agent(exclude_agent, "exclude_agent")
+        reset = False
         if since is not None:
-            after = parse_resume_cursor(since)
-            cursor = since
+            life, *position = parse_resume_cursor(since)
+            after = (position[0], position[1])
+            if life != state.life:
+                # The feed that cursor pointed into is gone (this process restarted): everything, and say so.
+                reset, after = True, (0, 0)
         elif since_time is not None:
-            cursor = cursor_before(datetime_to_ms(since_time))
-            after = parse_cursor(cursor)
+            ms = datetime_to_ms(since_time)
+            after = (ms - 1, MAX_PART) if ms > 0 else (0, 0)
         else:
-            after, cursor = (0, 0), START
+            after = (0, 0)
+        cursor = since if since is not None and not reset else format_cursor(state.life, *after)
         start = bisect.bisect_right(state.feed, after, key=itemgetter(0))
         picked: list[Change] = []
-        for position, change in state.feed[start:]:
+        for position_, change in state.feed[start:]:
             if len(picked) == limit:
                 break
-            cursor = format_cursor(*position)
+            cursor = format_cursor(state.life, *position_)
             if change.agent != exclude_agent:
                 picked.append(change)
-        return ChangePage(changes=picked, cursor=cursor)
+        return ChangePage(changes=picked, cursor=cursor, reset=reset)
 
     async def touch(self, key: SessionKey, agent: str) -> None:
         """Record ``agent`` as present now."""
-        state = self._session(key)
+        state = await self._session(key)
         rules.check_agent(agent)
         self._seen(state, agent, self._clock())
 
@@ -231,15 +243,25 @@ class MemoryCoordination:
 
     async def presence(self, key: SessionKey) -> list[Presence]:
         """Agents seen within the presence TTL, most recent first."""
-        state = self._session(key)
+        state = await self._session(key)
         cutoff = self._clock() - self._presence_ttl_ms
         seen = sorted(((ms, agent) for agent, ms in state.seen.items() if ms > cutoff), reverse=True)
         return [Presence(agent, ms_to_datetime(ms)) for ms, agent in seen]
 
+    async def forget(self, key: SessionKey, agent: str) -> None:
+        """Drop ``agent`` from presence."""
+        state = await self._session(key)
+        rules.check_agent(agent)
+        state.seen.pop(agent, None)
+
+    async def publish(self, key: SessionKey, event: Event) -> None:
+        """Announce ``event`` to the session's subscribers."""
+        self._publish(await self._session(key), event)
+
     @asynccontextmanager
     async def subscribe(self, key: SessionKey) -> AsyncIterator[AsyncIterator[Event]]:
         """Live events of the session while the context is open."""
-        state = self._session(key)
+        state = await self._session(key)
         queue: asyncio.Queue[Event] = asyncio.Queue(SUBSCRIBER_QUEUE)
         state.subscribers.add(queue)
         try:

@@ -69,6 +69,9 @@ class ChangePage:
 
     changes: list[Change]
     cursor: str
+    # True when the cursor read from belonged to an earlier life of the session's feed (Redis lost its data, the
+    # in-process server restarted): changes after it may be lost, and ``changes`` starts at the current feed's start.
+    reset: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,8 @@ class Presence:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """A live event of a session: ``kind`` is "claim", "release" or "change"."""
+    """A live event of a session: ``kind`` is "claim", "release" or "change", or one the teams layer publishes
+    ("agent", "message", "task"); ``agent`` is the agent that caused it."""
 
     kind: str
     agent: str

@@ -44,18 +44,23 @@ return result
 
 
 # KEYS: claim index (zset path -> expiry ms), fencing counters (hash path -> n), presence (zset agent -> seen ms),
-# one claim hash per path, the request key.
+# the session's life, one claim hash per path, the request key.
 # ARGV: agent, operation, ttl ms, retention ms, presence ttl ms, then the paths in KEYS order.
-# Returns {0, now, {path, holder, operation, expires_ms}...} on conflict, else {1, now, expires_ms, token...}.
+# Returns {-1} when the session has no life (its state is new or was lost: see cursors), {0, now, {path, holder,
+# operation, expires_ms}...} on conflict, else {1, now, expires_ms, token...}.
 CLAIM = _replayable("""
+local life = redis.call('GET', KEYS[4])
+if not life then
+  return {-1}
+end
 local now = clock()
 local agent, operation = ARGV[1], ARGV[2]
 local ttl, retention = tonumber(ARGV[3]), tonumber(ARGV[4])
 present(KEYS[3], agent, now, tonumber(ARGV[5]))
-local n = #KEYS - 4
+local n = #KEYS - 5
 local result = {0, now}
 for i = 1, n do
-  local held = redis.call('HMGET', KEYS[i + 3], 'agent', 'op', 'exp')
+  local held = redis.call('HMGET', KEYS[i + 4], 'agent', 'op', 'exp')
   if held[1] and held[1] ~= agent then
     table.insert(result, {ARGV[i + 5], held[1], held[2], tonumber(held[3])})
   end
@@ -67,15 +72,18 @@ local expires = now + ttl
 result = {1, now, expires}
 for i = 1, n do
   local path = ARGV[i + 5]
-  local token = redis.call('HINCRBY', KEYS[2], path, 1)
-  redis.call('HSET', KEYS[i + 3], 'agent', agent, 'op', operation, 'token', token, 'exp', expires)
-  redis.call('PEXPIREAT', KEYS[i + 3], expires)
+  -- Exact in Lua's doubles: a life stays below 2^20, so the token stays below 2^53.
+  local token = tonumber(life) * 4294967296 + redis.call('HINCRBY', KEYS[2], path, 1)
+  local text = string.format('%.0f', token)
+  redis.call('HSET', KEYS[i + 4], 'agent', agent, 'op', operation, 'token', text, 'exp', expires)
+  redis.call('PEXPIREAT', KEYS[i + 4], expires)
   redis.call('ZADD', KEYS[1], expires, path)
-  table.insert(result, token)
+  table.insert(result, text)
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('PEXPIRE', KEYS[1], retention)
 redis.call('PEXPIRE', KEYS[2], retention)
+redis.call('PEXPIRE', KEYS[4], retention)
 return result
 """)
 
@@ -103,17 +111,29 @@ end
 return result
 """)
 
-# KEYS: change feed (stream), presence, the request key.
+# KEYS: change feed (stream), presence, the session's life, the request key.
 # ARGV: agent, paths (JSON), summary, presence ttl ms, feed max entries, retention ms.
-# Returns the new entry's id.
+# Returns {-1} when the session has no life (see CLAIM), else {life, the new entry's id}.
 BROADCAST = _replayable("""
+local life = redis.call('GET', KEYS[3])
+if not life then
+  return {-1}
+end
 local agent = ARGV[1]
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[5], '*',
   'agent', agent, 'paths', ARGV[2], 'summary', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
+redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[6]))
 present(KEYS[2], agent, tonumber((string.gsub(id, '-.*', ''))), tonumber(ARGV[4]))
-return id
+return {life, id}
 """)
+
+# KEYS: the session's life. ARGV: a new life number (from the database), retention ms.
+# Begins that life unless another instance began one first; returns the session's life either way.
+BEGIN_LIFE = """
+redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', tonumber(ARGV[2]))
+return redis.call('GET', KEYS[1])
+"""
 
 # KEYS: presence. ARGV: agent, presence ttl ms. Marking presence is idempotent: no request key needed.
 TOUCH = (

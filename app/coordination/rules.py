@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from app.coordination.models import SessionKey
 from app.errors import ValidationFailed
+from app.text import check_text
 
 MAX_PATHS = 100
 MAX_PATH_CHARS = 1024
@@ -102,6 +103,7 @@ def check_summary(summary: str) -> str:
     value = summary.strip() if isinstance(summary, str) else ""
     if not value:
         raise ValidationFailed("summary is empty")
+    check_text(value, "summary")
     if len(value) > MAX_SUMMARY_CHARS:
         raise ValidationFailed(f"summary is longer than {MAX_SUMMARY_CHARS} characters")
     return value

@@ -8,6 +8,7 @@ session id answers 404, as if it did not exist.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,6 +33,8 @@ from app.oauth.resources import mcp_resource
 from app.observability.request_id import note_user
 from app.settings import Settings
 
+log = logging.getLogger(__name__)
+
 MOUNT = "/mcp/v2"
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -46,6 +49,12 @@ class _SessionManager(StreamableHTTPSessionManager):
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._on_discard(session_id)
         await super()._discard_session(session_id, transport)
+
+    async def terminate(self, session_id: str) -> None:
+        """End a session now, as a DELETE would: its streams close and its id answers 404 from then on."""
+        transport = self._server_instances.get(session_id)
+        if transport is not None:
+            await self._discard_session(session_id, transport)
 
 
 def origin_of(url: str) -> str:
@@ -90,20 +99,22 @@ class McpEndpoint:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.live = LiveSessions()
+        self.live = LiveSessions(per_user=settings.mcp_sessions_per_user)
         self.server = build_server(self.live)
         self.manager = _SessionManager(
             self.server,
             on_discard=self.live.discard,
             json_response=True,
             max_request_body_size=settings.max_body_bytes,
+            session_idle_timeout=settings.mcp_session_idle_seconds,
         )
         self.route = self._route()
 
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
+    async def running(self, container: Container) -> AsyncIterator[None]:
         """Enter once in the app's lifespan, after the container exists."""
-        async with self.live.running(), self.manager.run():
+        async with self.live.running(container.authenticator, self.manager.terminate), self.manager.run():
+            container.revocations.listen(self.live.credential_revoked)
             yield
 
     def _route(self) -> ASGIRouteHandler:
@@ -123,20 +134,24 @@ class McpEndpoint:
                 receive = replay(body, receive)
             caller = await self._admit(scope, headers, container)
             session_id = headers.get(SESSION_ID_HEADER)
-            if session_id is not None and self.live.owner(session_id) != _owner(caller):
-                raise NotFound("Session not found")
+            if session_id is not None:
+                if self.live.owner(session_id) != _owner(caller):
+                    raise NotFound("Session not found")
+                self.live.touch(session_id)
             if body is not None:
                 check_message(body)
         except AppError as exc:
             await send_error(send, exc, request_id_in(body))
             return
+        if caller.identity.is_session:
+            await _mark_present(container, caller)
         owner = _owner(caller)
 
         async def bind_new_session(message: Message) -> None:
             if message["type"] == "http.response.start" and session_id is None and message["status"] < 400:
                 created = dict(message.get("headers") or []).get(SESSION_ID_HEADER.encode())
                 if created:
-                    self.live.bind(created.decode(), owner, caller.identity)
+                    self.live.bind(created.decode(), owner, caller.identity, caller.principal)
             await send(message)
 
         await self.manager.handle_request({**scope, SCOPE_KEY: caller}, receive, bind_new_session)  # type: ignore[arg-type]
@@ -153,6 +168,14 @@ class McpEndpoint:
         _check_owner(principal, identity)
         await container.quotas.check_request(principal)
         return Caller(principal=principal, identity=identity, client_name=client_name, container=container)
+
+
+async def _mark_present(container: Container, caller: Caller) -> None:
+    """Any call on a session URL shows the agent in the session (rate-limited per agent, see TeamService.seen)."""
+    try:
+        await container.teams.agents.seen(caller.identity)
+    except Exception:  # presence is a courtesy: it must never fail the call itself
+        log.warning("could not mark %s present", caller.identity.format(), exc_info=True)
 
 
 def _check_owner(principal: Principal, identity: Identity) -> None:

@@ -9,8 +9,15 @@ import json
 from typing import Any
 
 from litestar.types import HTTPRequestEvent, Receive, ReceiveMessage
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from app.errors import InvalidJsonRpc, InvalidParams, PayloadTooLarge
+from app.errors import InvalidJsonRpc, InvalidParams, MethodNotFound, PayloadTooLarge
+
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+# The handshake-era methods the stateless revisions (2026-07-28 on) removed: under them, "method not found".
+REMOVED_IN_STATELESS = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
 
 
 def check_message(body: bytes) -> None:
@@ -32,6 +39,8 @@ def check_message(body: bytes) -> None:
             raise InvalidJsonRpc('"method" must be a non-empty string')
         if "params" in message and not isinstance(message["params"], dict):
             raise InvalidJsonRpc('"params" must be an object')
+        if message["method"] in REMOVED_IN_STATELESS and _stateless_revision(message.get("params")):
+            raise MethodNotFound(f"{message['method']} does not exist in protocol revision 2026-07-28 and later")
         problem = _params_problem(message["method"], message.get("params"))
         if problem:
             raise InvalidParams(f"{message['method']}: {problem}")
@@ -50,6 +59,12 @@ def request_id_in(body: bytes | None) -> str | int | None:
         return None
     found = parsed.get("id") if isinstance(parsed, dict) else None
     return found if isinstance(found, (str, int)) and not isinstance(found, bool) else None
+
+
+def _stateless_revision(params: dict[str, Any] | None) -> bool:
+    """Whether a request names a stateless revision (2026-07-28 on) in its ``_meta`` envelope."""
+    meta = (params or {}).get("_meta")
+    return isinstance(meta, dict) and meta.get(PROTOCOL_VERSION_META) in MODERN_PROTOCOL_VERSIONS
 
 
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")

@@ -13,13 +13,14 @@ from app.memories.schemas import (
     MemoryOut,
     MemoryPage,
     MemoryPatch,
-    MetadataValue,
+    Metadata,
     SearchIn,
     SearchResponse,
     Tag,
+    Text,
     TopicsResponse,
 )
-from app.memories.scopes import Scope
+from app.memories.scopes import Scope, Visibility
 
 MAX_BATCH = 100
 MAX_IDS = 100
@@ -28,18 +29,21 @@ memory_tools = Toolset()
 
 _SCOPE = (
     "Who may read it: 'user' (you in every session and plain connection), 'session' (every agent of this "
-    "session), 'agent' (only you, in this session). Default: 'session' in a session, otherwise 'user'; "
-    "outside a session only 'user' is possible."
+    "session), 'agent' (only you, in this session), 'role' (every agent that joined with your role, in any "
+    "session; join first with session_join). Default: 'session' in a session, otherwise 'user'; outside a "
+    "session only 'user' is possible."
 )
+_VISIBILITY = "'private': only you can ever read it, whatever the scope (a scratchpad). Default 'public'."
 _TAGS = "Short labels to filter by later, e.g. ['auth', 'decision']. At most 20, each 1-64 characters."
 _METADATA = "Extra key/value facts (strings, numbers, booleans), e.g. {'file': 'src/app.py'}. Keys without '.'."
 
 
 class NewMemory(Args):
-    content: str = Field(min_length=1, description="The fact to remember, self-contained, stored verbatim.")
+    content: Text = Field(min_length=1, description="The fact to remember, self-contained, stored verbatim.")
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS, description=_TAGS)
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict, description=_METADATA)
+    metadata: Metadata = Field(default_factory=dict, description=_METADATA)
     scope: Scope | None = Field(default=None, description=_SCOPE)
+    visibility: Visibility = Field(default="public", description=_VISIBILITY)
 
 
 class AddMemoriesArgs(Args):
@@ -53,12 +57,17 @@ class SearchMemoryArgs(Args):
     limit: int = Field(default=10, ge=1, le=100, description="At most this many results, best first.")
     tags: list[Tag] | None = Field(default=None, description="Only memories carrying all of these tags.")
     threshold: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="Minimum similarity from 0 to 1; around 0.3 drops unrelated ones."
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Minimum relevance from 0 to 1; by default 0.05, which drops unrelated memories; 0 keeps all.",
     )
 
 
 class ListMemoriesArgs(Args):
-    scope: Scope | None = Field(default=None, description="Only memories of this scope: 'user', 'session' or 'agent'.")
+    scope: Scope | None = Field(
+        default=None, description="Only memories of this scope: 'user', 'session', 'agent' or 'role'."
+    )
     tags: list[Tag] | None = Field(default=None, description="Only memories carrying all of these tags.")
     limit: int = Field(default=50, ge=1, le=200, description="Page size, 1-200.")
     cursor: str | None = Field(default=None, description="The next_cursor of the previous page, to continue.")
@@ -66,13 +75,17 @@ class ListMemoriesArgs(Args):
 
 class UpdateMemoryArgs(Args):
     memory_id: str = Field(min_length=1, max_length=128, description="The id of the memory to change.")
-    content: str | None = Field(default=None, min_length=1, description="The new text; omit to keep it.")
+    content: Text | None = Field(default=None, min_length=1, description="The new text; omit to keep it.")
     tags: list[Tag] | None = Field(
         default=None, max_length=MAX_TAGS, description="The new tags, replacing the old ones; omit to keep them."
     )
-    metadata: dict[str, MetadataValue] | None = Field(
-        default=None, description="The new metadata, replacing the old; omit to keep it."
+    metadata: Metadata | None = Field(default=None, description="The new metadata, replacing the old; omit to keep it.")
+    scope: Scope | None = Field(
+        default=None,
+        description="Widen who may read it: agent -> session, role or user; session or role -> user. Narrowing is "
+        "refused.",
     )
+    visibility: Visibility | None = Field(default=None, description="'public' shares a private memory.")
 
 
 class DeleteMemoriesArgs(Args):
@@ -96,7 +109,10 @@ async def add_memories(caller: Caller, args: AddMemoriesArgs) -> BatchResponse:
     Write each memory as one self-contained statement ("The API uses cursor pagination; never offsets").
     Returns the stored memories with their ids.
     """
-    items = [MemoryIn(content=m.content, tags=m.tags, metadata=m.metadata, scope=m.scope) for m in args.memories]
+    items = [
+        MemoryIn(content=m.content, tags=m.tags, metadata=m.metadata, scope=m.scope, visibility=m.visibility)
+        for m in args.memories
+    ]
     return BatchResponse(results=await caller.container.memories.add(caller.principal, caller.identity, items))
 
 
@@ -120,8 +136,11 @@ async def list_memories(caller: Caller, args: ListMemoriesArgs) -> MemoryPage:
 
 @memory_tools.tool()
 async def update_memory(caller: Caller, args: UpdateMemoryArgs) -> MemoryOut:
-    """Correct or refine one memory: give its id and whichever of content, tags or metadata should change."""
-    patch = MemoryPatch(content=args.content, tags=args.tags, metadata=args.metadata)
+    """Correct or refine one memory: give its id and whichever of content, tags or metadata should change.
+    It can also widen who may read it (scope, or visibility 'public'); the history records the promotion."""
+    patch = MemoryPatch(
+        content=args.content, tags=args.tags, metadata=args.metadata, scope=args.scope, visibility=args.visibility
+    )
     return await caller.container.memories.update(caller.principal, caller.identity, args.memory_id, patch)
 
 

@@ -11,12 +11,14 @@ from mcp.shared.exceptions import MCPError
 
 from app.errors import AppError
 from app.mcp.caller import Caller, caller_from_request
+from app.mcp.document_tools import document_tools
 from app.mcp.errors import protocol_error
 from app.mcp.listen import listen
 from app.mcp.live import LiveSessions
 from app.mcp.memory_tools import memory_tools
 from app.mcp.resources import list_resources, read_resource
 from app.mcp.session_tools import session_tools
+from app.mcp.team_tools import session_join  # noqa: F401  (registers the team tools among the session tools)
 from app.mcp.tools import Tool, tool_error
 
 SESSION_ID_HEADER = "mcp-session-id"
@@ -31,14 +33,15 @@ def whoami(caller: Caller) -> str:
     identity = caller.identity
     return (
         f"You are agent `{identity.agent}` in session `{identity.session}` (user `{identity.user_id}`, connected "
-        f"from `{caller.client_name}`). Other agents work in this session too: run session_status when you start, "
-        "claim files before editing them, broadcast what you changed, and sync the others' changes."
+        f"from `{caller.client_name}`). Other agents work in this session too: when you start, join with your role "
+        "(session_join), run session_status and read your session_inbox; claim files before editing them, broadcast "
+        "what you changed, sync the others' changes, and take tasks from session_task_list."
     )
 
 
 def tools_for(caller: Caller) -> list[Tool]:
     """Session tools first in session mode, so that the first description tells the agent who it is."""
-    return [*session_tools, *memory_tools] if caller.in_session else list(memory_tools)
+    return [*session_tools, *memory_tools, *document_tools] if caller.in_session else list(memory_tools)
 
 
 def definitions(caller: Caller) -> list[types.Tool]:
@@ -51,13 +54,27 @@ def definitions(caller: Caller) -> list[types.Tool]:
 
 def input_schema(name: str) -> dict[str, Any] | None:
     """For the SDK's check of 2026-07-28 ``Mcp-Param-*`` headers; without it the SDK lists every tool per call."""
-    tool = memory_tools.get(name) or session_tools.get(name)
+    tool = memory_tools.get(name) or session_tools.get(name) or document_tools.get(name)
     return tool.input_schema if tool is not None else None
 
 
 def _session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
     headers = getattr(ctx.request, "headers", None)
     return headers.get(SESSION_ID_HEADER) if headers is not None else None
+
+
+class _HonestServer(Server[Any]):
+    """Declares only what Engram does. An endpoint's tool and resource lists never change while a client holds them
+    (they depend on the URL alone), so no list-changed notification will ever come: say so, at every revision. (At
+    2026-07-28 the SDK would declare listChanged for every list merely because subscriptions/listen is served.)"""
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(*args, **kwargs)
+        if capabilities.tools is not None:
+            capabilities.tools.list_changed = False
+        if capabilities.resources is not None:
+            capabilities.resources.list_changed = False
+        return capabilities
 
 
 def build_server(live: LiveSessions) -> Server[Any]:
@@ -70,10 +87,10 @@ def build_server(live: LiveSessions) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         caller = caller_from_request(ctx.request)
-        tool = memory_tools.get(params.name) or session_tools.get(params.name)
+        tool = memory_tools.get(params.name) or session_tools.get(params.name) or document_tools.get(params.name)
         if tool is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
-        if session_tools.get(params.name) is not None and not caller.in_session:
+        if memory_tools.get(params.name) is None and not caller.in_session:
             return tool_error(
                 f"{params.name} works only in session mode: connect to /mcp/v2/<client>/USER__session__SESSION__AGENT",
                 "not_in_session",
@@ -115,7 +132,7 @@ def build_server(live: LiveSessions) -> Server[Any]:
                 result["instructions"] = f"{whoami(caller)}\n\n{INSTRUCTIONS}"
         return result
 
-    server: Server[Any] = Server(
+    server: Server[Any] = _HonestServer(
         "engram",
         version="0.1.0",
         instructions=INSTRUCTIONS,

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text
+from sqlalchemy import BigInteger, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
@@ -20,14 +20,24 @@ class MemoryRecord(Base):
     session: Mapped[str | None] = mapped_column(String(64), default=None)
     agent: Mapped[str | None] = mapped_column(String(64), default=None)
     scope: Mapped[str] = mapped_column(String(16))
-    # "user", "s:SESSION" or "a:SESSION:AGENT": the one key every read filters on.
+    # The one key every read filters on: "user", "s:SESSION", "a:SESSION:AGENT", "r:ROLE" or, for a private memory
+    # whatever its scope, "p:SESSION:AGENT" (see app.memories.scopes).
     visibility: Mapped[str] = mapped_column(String(140))
+    # The role a memory of scope "role" was written for (also kept while it is private).
+    role: Mapped[str | None] = mapped_column(String(64), default=None)
     content: Mapped[str] = mapped_column(Text)
     tags: Mapped[list[str]] = mapped_column(default=list)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(default=None)
+    # The version edge sync orders by (app.sync): a hybrid logical clock and the node that wrote it. Every write
+    # raises it, and the UPDATE is conditional on the version read (version_id_col), so two writers racing on one
+    # memory cannot both succeed with the same version.
+    hlc: Mapped[int] = mapped_column(BigInteger, default=0)
+    origin: Mapped[str] = mapped_column(String(40), default="")
+
+    __mapper_args__ = {"version_id_col": hlc, "version_id_generator": False}
 
 
 class MemoryEvent(Base):
@@ -42,4 +52,6 @@ class MemoryEvent(Base):
     old_content: Mapped[str | None] = mapped_column(Text, default=None)
     new_content: Mapped[str | None] = mapped_column(Text, default=None)
     actor: Mapped[str | None] = mapped_column(String(200), default=None)
+    # What a PROMOTE changed, e.g. "scope: session -> user".
+    detail: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

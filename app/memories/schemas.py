@@ -5,15 +5,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from app.memories.scopes import Scope
+from app.identity import MAX_NAME, NAME_PATTERN
+from app.memories.scopes import Scope, Visibility
+from app.text import MAX_METADATA_KEYS, pydantic_metadata, pydantic_text
 
-Tag = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
-Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
+# Every stored text field goes through the one rule of app.text; REST and MCP use these same types.
+Text = Annotated[str, AfterValidator(pydantic_text)]
+Tag = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), AfterValidator(pydantic_text)
+]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME, pattern=NAME_PATTERN)]
 MetadataValue = str | int | float | bool | None
+Metadata = Annotated[dict[str, MetadataValue], AfterValidator(pydantic_metadata)]
 MAX_TAGS = 20
-MAX_METADATA_KEYS = 50
 
 
 class _In(BaseModel):
@@ -24,26 +30,24 @@ def _unique_tags(tags: list[str]) -> list[str]:
     return list(dict.fromkeys(tags))
 
 
-def _check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    if len(metadata) > MAX_METADATA_KEYS:
-        raise ValueError(f"at most {MAX_METADATA_KEYS} metadata keys")
-    for key in metadata:
-        if not key or len(key) > 64 or "." in key:
-            raise ValueError(f"metadata key {key!r} must be 1-64 characters without '.'")
-    return metadata
-
-
 class MemoryIn(_In):
-    content: str = Field(min_length=1, description="The memory text, stored verbatim unless infer is true.")
+    content: Text = Field(min_length=1, description="The memory text, stored verbatim unless infer is true.")
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    metadata: Metadata = Field(
+        default_factory=dict,
+        description=f"String, number, boolean or null values under at most {MAX_METADATA_KEYS} keys without '.'.",
+    )
     session: Name | None = None
     agent: Name | None = None
-    scope: Scope | None = Field(default=None, description="user, session or agent; defaults to session in a session.")
+    scope: Scope | None = Field(
+        default=None, description="user, session, agent or role; defaults to session in a session."
+    )
+    visibility: Visibility = Field(
+        default="public", description="private: only the agent that writes it reads it, whatever the scope."
+    )
     infer: bool = Field(default=False, description="Extract facts with the configured LLM instead of storing verbatim.")
 
     _tags = field_validator("tags")(_unique_tags)
-    _metadata = field_validator("metadata")(_check_metadata)
 
     @field_validator("content")
     @classmethod
@@ -58,19 +62,18 @@ class MemoryBatchIn(_In):
 
 
 class MemoryPatch(_In):
-    content: str | None = Field(default=None, min_length=1)
+    content: Text | None = Field(default=None, min_length=1)
     tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS)
-    metadata: dict[str, MetadataValue] | None = None
+    metadata: Metadata | None = None
+    scope: Scope | None = Field(
+        default=None, description="Widen the scope (agent -> session, role or user; session or role -> user)."
+    )
+    visibility: Visibility | None = Field(default=None, description="'public' makes a private memory public.")
 
     @field_validator("tags")
     @classmethod
     def _tags_unique(cls, tags: list[str] | None) -> list[str] | None:
         return None if tags is None else _unique_tags(tags)
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata_ok(cls, metadata: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if metadata is None else _check_metadata(metadata)
 
 
 class SearchIn(_In):
@@ -80,19 +83,42 @@ class SearchIn(_In):
     agent: Name | None = None
     tags: list[Tag] | None = Field(default=None, description="Only memories that carry all of these tags.")
     metadata: dict[str, str | int | float | bool] | None = Field(default=None, description="Equality filters.")
-    threshold: float | None = Field(default=None, ge=0.0, le=1.0, description="Minimum similarity score.")
+    threshold: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Minimum relevance score (0-1). Unset: the server's default (0.05), which drops unrelated "
+        "memories; 0 returns every match.",
+    )
+
+
+Source = Annotated[
+    str | None,
+    Field(description="For a chunk of an indexed document: its file and heading path, e.g. 'README.md > Deploy'."),
+]
+
+
+def source_of(metadata: dict[str, Any] | None) -> str | None:
+    """Where an indexed document chunk came from; None for any other memory."""
+    if not metadata or metadata.get("kind") != "document":
+        return None
+    source = metadata.get("source") or metadata.get("path")
+    return source if isinstance(source, str) else None
 
 
 class MemoryOut(BaseModel):
     id: str
     content: str
     scope: Scope
+    visibility: Visibility = "public"
+    role: str | None = None
     tags: list[str]
     metadata: dict[str, Any]
     session: str | None
     agent: str | None
     created_at: datetime
     updated_at: datetime
+    source: Source = None
 
 
 class CreatedMemory(MemoryOut):
@@ -104,11 +130,13 @@ class SearchResult(BaseModel):
     content: str
     score: float
     scope: Scope
+    visibility: Visibility = "public"
     tags: list[str]
     metadata: dict[str, Any]
     session: str | None
     agent: str | None
     created_at: datetime
+    source: Source = None
 
 
 class SearchResponse(BaseModel):
@@ -130,6 +158,7 @@ class HistoryEntry(BaseModel):
     new_content: str | None
     actor: str | None
     created_at: datetime
+    detail: str | None = Field(default=None, description="What a PROMOTE changed, e.g. 'scope: session -> user'.")
 
 
 class HistoryResponse(BaseModel):

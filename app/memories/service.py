@@ -11,10 +11,13 @@ import base64
 import binascii
 import builtins
 import logging
+import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -35,12 +38,33 @@ from app.memories.schemas import (
     SearchIn,
     SearchResult,
     Topic,
+    source_of,
 )
-from app.memories.scopes import Scope, can_read, default_scope, readable_keys, viewer, visibility_key
+from app.memories.scopes import (
+    Scope,
+    can_read,
+    check_widening,
+    default_scope,
+    readable_keys,
+    viewer,
+    visibility_key,
+    visibility_of,
+)
 from app.observability.metrics import Metrics
 from app.quotas.service import Quotas
+from app.text import check_metadata, check_text
+
+if TYPE_CHECKING:
+    from app.sync.changelog import ChangeLog
 
 log = logging.getLogger(__name__)
+
+# A memory is indexed with the one written just before it in the same place, if that is at most this much older:
+# memories written in one stretch are one conversation, and a reply is found by the words of what it answers.
+CONTEXT_WINDOW = timedelta(minutes=30)
+
+# The role an identity's agent joined its session with (the teams registry), or None.
+RoleLookup = Callable[[Identity], Awaitable[str | None]]
 
 _RECORD_COLUMNS = (
     "id",
@@ -49,6 +73,7 @@ _RECORD_COLUMNS = (
     "agent",
     "scope",
     "visibility",
+    "role",
     "content",
     "tags",
     "metadata_",
@@ -60,6 +85,8 @@ _RECORD_COLUMNS = (
 class Limits:
     max_memory_chars: int
     max_batch_size: int
+    # The search threshold when a request names none (calibrated: see the README's "Search").
+    search_threshold: float = 0.05
 
 
 def to_out(record: MemoryRecord) -> MemoryOut:
@@ -67,16 +94,19 @@ def to_out(record: MemoryRecord) -> MemoryOut:
         id=record.id,
         content=record.content,
         scope=record.scope,
+        visibility=visibility_of(record.visibility),
+        role=record.role,
         tags=list(record.tags or []),
         metadata=dict(record.metadata_ or {}),
         session=record.session,
         agent=record.agent,
         created_at=record.created_at,
         updated_at=record.updated_at,
+        source=source_of(record.metadata_),
     )
 
 
-def to_indexed(record: MemoryRecord) -> IndexedMemory:
+def to_indexed(record: MemoryRecord, context: str | None = None) -> IndexedMemory:
     return IndexedMemory(
         id=record.id,
         user_id=record.user_id,
@@ -88,7 +118,19 @@ def to_indexed(record: MemoryRecord) -> IndexedMemory:
         tags=list(record.tags or []),
         metadata=dict(record.metadata_ or {}),
         created_at=record.created_at.isoformat(),
+        context=context or "",
     )
+
+
+async def _with_context(session: AsyncSession, records: Sequence[MemoryRecord]) -> list[IndexedMemory]:
+    """Records as the index holds them: each with its neighbour context (see ``lexical``)."""
+    out = []
+    for r in records:
+        context = await repository.previous_content(
+            session, r.user_id, r.visibility, r.created_at, within=CONTEXT_WINDOW
+        )
+        out.append(to_indexed(r, context))
+    return out
 
 
 def encode_cursor(record: MemoryRecord) -> str:
@@ -98,9 +140,13 @@ def encode_cursor(record: MemoryRecord) -> str:
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         created, _, memory_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(created), memory_id
+        when = datetime.fromisoformat(created)
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
         raise ValidationFailed("cursor is not one this API returned", field="cursor") from exc
+    # Every cursor this API returns carries an offset; a naive time cannot be compared with the stored ones.
+    if when.tzinfo is None or not memory_id:
+        raise ValidationFailed("cursor is not one this API returned", field="cursor")
+    return when, memory_id
 
 
 def resolve_identity(
@@ -124,19 +170,59 @@ class MemoryService:
         limits: Limits,
         quotas: Quotas | None = None,
         metrics: Metrics | None = None,
+        roles: RoleLookup | None = None,
+        changes: ChangeLog | None = None,
     ) -> None:
         self.db = db
         self.engine = engine
         self.limits = limits
         self.quotas = quotas
         self.metrics = metrics
+        self.roles = roles
+        # The change log (app.sync): every write appends to it in its own transaction.
+        self.changes = changes
+
+    async def _role(self, who: Identity) -> str | None:
+        """The role ``who`` reads role memories as: the one its agent joined the session with."""
+        if self.roles is None or who.session is None or who.agent is None:
+            return None
+        return await self.roles(who)
 
     def _check_content(self, content: str) -> None:
-        if "\x00" in content:
-            # PostgreSQL cannot store it; refuse it on every database so that data moves between them.
-            raise ValidationFailed("memory content must not contain NUL (\\0) characters", field="content")
+        # The text rule holds on every database, so that data moves between them.
+        check_text(content, "content")
         if len(content) > self.limits.max_memory_chars:
             raise MemoryTooLarge(f"memory is {len(content)} characters; the limit is {self.limits.max_memory_chars}")
+
+    def _check_fields(
+        self, content: str | None, tags: Sequence[str] | None, metadata: Mapping[str, Any] | None
+    ) -> None:
+        """The stored-text rule for every field, whoever calls (REST and MCP validated already; internal callers)."""
+        if content is not None:
+            self._check_content(content)
+        for tag in tags or ():
+            check_text(tag, "tags")
+        if metadata is not None:
+            check_metadata(metadata)
+
+    async def _plan(
+        self, principal: Principal, identity: Identity | None, items: Sequence[MemoryIn]
+    ) -> list[tuple[MemoryIn, Identity, Scope, str, str | None]]:
+        """Check each new memory and decide who writes it, its scope, its visibility key and its role."""
+        plans: list[tuple[MemoryIn, Identity, Scope, str, str | None]] = []
+        roles: dict[Identity, str | None] = {}
+        for item in items:
+            self._check_fields(item.content, item.tags, item.metadata)
+            who = resolve_identity(principal, identity, item.session, item.agent)
+            scope = item.scope or default_scope(who)
+            role = None
+            if scope == "role":
+                if who not in roles:
+                    roles[who] = await self._role(who)
+                role = roles[who]
+            key = visibility_key(scope, who, role=role, visibility=item.visibility)
+            plans.append((item, who, scope, key, role))
+        return plans
 
     async def add(
         self, principal: Principal, identity: Identity | None, items: Sequence[MemoryIn]
@@ -145,12 +231,8 @@ class MemoryService:
         principal.require_write()
         if len(items) > self.limits.max_batch_size:
             raise PayloadTooLarge(f"a batch holds at most {self.limits.max_batch_size} memories")
-        plans: list[tuple[MemoryIn, Identity, Scope, str]] = []
+        plans = await self._plan(principal, identity, items)
         for item in items:
-            self._check_content(item.content)
-            who = resolve_identity(principal, identity, item.session, item.agent)
-            scope = item.scope or default_scope(who)
-            plans.append((item, who, scope, visibility_key(scope, who)))
             if item.infer and not self.engine.infer_available:
                 raise ValidationFailed("infer needs an LLM; this server has none configured (ENGRAM_LLM_BASE_URL)")
 
@@ -158,9 +240,17 @@ class MemoryService:
             await self.quotas.check_memories(principal.user_id, len(plans))
         indexed: list[str] = []
         records: list[MemoryRecord] = []
+        previous: dict[str, str | None] = {}
         try:
-            for item, who, scope, visibility in plans:
+            for item, who, scope, visibility, role in plans:
                 now = utcnow()
+                if visibility not in previous:
+                    async with self.db.session() as session:
+                        previous[visibility] = await repository.previous_content(
+                            session, principal.user_id, visibility, now, within=CONTEXT_WINDOW
+                        )
+                context = previous[visibility] or ""
+                previous[visibility] = item.content
                 outcomes = await self.engine.add(
                     user_id=principal.user_id,
                     content=item.content,
@@ -172,6 +262,7 @@ class MemoryService:
                     metadata=dict(item.metadata),
                     infer=item.infer,
                     created_at=now.isoformat(),
+                    context=context,
                 )
                 for outcome in outcomes:
                     indexed.append(outcome.id)
@@ -183,6 +274,7 @@ class MemoryService:
                             agent=who.agent,
                             scope=scope,
                             visibility=visibility,
+                            role=role,
                             content=outcome.content,
                             tags=list(item.tags),
                             metadata_=dict(item.metadata),
@@ -191,22 +283,17 @@ class MemoryService:
                         )
                     )
             async with self.db.session() as session:
+                if self.quotas is not None:
+                    await self.quotas.reserve_memories(session, principal.user_id, len(records))
+                self._stamp(records)
                 session.add_all(records)
                 await session.flush()
-                session.add_all(
-                    MemoryEvent(
-                        memory_id=r.id,
-                        user_id=r.user_id,
-                        event="ADD",
-                        new_content=r.content,
-                        actor=_actor(principal, r.session, r.agent),
-                        created_at=r.created_at,
-                    )
-                    for r in records
-                )
+                _log_added(session, principal, records)
+                await self._log(session, records, "upsert")
         except BaseException:
             await self._unindex(principal.user_id, indexed)
             raise
+        self._committed()
         if self.metrics is not None:
             self.metrics.memories_added.inc(len(records))
         return [CreatedMemory(**to_out(r).model_dump(), event="ADD") for r in records]
@@ -217,6 +304,105 @@ class MemoryService:
                 await self.engine.delete(user_id=user_id, memory_id=memory_id)
             except Exception:  # the index is derived; repair removes what this could not
                 log.warning("could not remove unacknowledged memory %s from the index", memory_id, exc_info=True)
+
+    async def replace(
+        self,
+        principal: Principal,
+        identity: Identity | None,
+        remove: Sequence[str],
+        items: Sequence[MemoryIn],
+        *,
+        before: Callable[[AsyncSession], Awaitable[None]] | None = None,
+        after: Callable[[AsyncSession, builtins.list[MemoryOut]], Awaitable[None]] | None = None,
+    ) -> builtins.list[MemoryOut]:
+        """Delete the memories ``remove`` names and add ``items`` as one write: all of it happens or none of it.
+
+        Ids in ``remove`` that no longer exist are passed over. ``before`` runs first in the database transaction,
+        before the index is touched (take locks, re-check what the caller planned on); ``after`` runs last in it
+        with the new memories (record what refers to them). The new memories are embedded in batches."""
+        async with self._guard(remove):
+            return await self._replace(principal, identity, remove, items, before, after)
+
+    async def _replace(
+        self,
+        principal: Principal,
+        identity: Identity | None,
+        remove: Sequence[str],
+        items: Sequence[MemoryIn],
+        before: Callable[[AsyncSession], Awaitable[None]] | None,
+        after: Callable[[AsyncSession, builtins.list[MemoryOut]], Awaitable[None]] | None,
+    ) -> builtins.list[MemoryOut]:
+        principal.require_write()
+        plans = await self._plan(principal, identity, items)
+        if any(item.infer for item in items):
+            raise ValidationFailed("infer is not available when replacing memories")
+        who = resolve_identity(principal, identity, None, None)
+        indexed: list[str] = []
+        purged: list[MemoryRecord] = []
+        try:
+            async with self.db.session() as session:
+                if before is not None:
+                    await before(session)
+                found = await repository.get_many(session, principal.user_id, list(dict.fromkeys(remove)))
+                role = await self._role(who) if who.is_session else None
+                old = [r for r in found.values() if not who.is_session or can_read(who, r.visibility, role=role)]
+                if self.quotas is not None:  # early, before any embedding; reserve_memories below decides
+                    await self.quotas.check_memories(principal.user_id, len(plans) - len(old))
+                now = utcnow()
+                records = [
+                    MemoryRecord(
+                        id=str(uuid.uuid4()),
+                        user_id=principal.user_id,
+                        session=w.session,
+                        agent=w.agent,
+                        scope=scope,
+                        visibility=visibility,
+                        role=writer_role,
+                        content=item.content,
+                        tags=list(item.tags),
+                        metadata_=dict(item.metadata),
+                        created_at=now,
+                        updated_at=now,
+                    )
+                    for item, w, scope, visibility, writer_role in plans
+                ]
+                indexed = [r.id for r in records]
+                await self.engine.upsert([to_indexed(r) for r in records])
+                # Ownership was checked on the rows above; purge skips points the index has already lost.
+                await self.engine.purge([r.id for r in old])
+                purged = old
+                # The first write of the transaction, so that on SQLite the write lock is not held while embedding.
+                if self.quotas is not None:
+                    await self.quotas.reserve_memories(session, principal.user_id, len(records) - len(old))
+                self._stamp(records)
+                session.add_all(records)
+                await session.flush()
+                _log_added(session, principal, records)
+                _mark_deleted(session, principal, who, old, now)
+                self._stamp(old)
+                await session.flush()
+                await self._log(session, records, "upsert")
+                await self._log(session, old, "delete")
+                out = [to_out(r) for r in records]
+                if after is not None:
+                    await after(session, out)
+        except BaseException:
+            await self._purge_quietly(indexed)
+            await self._reindex_quietly(purged)
+            raise
+        self._committed()
+        if self.metrics is not None:
+            self.metrics.memories_added.inc(len(records))
+            self.metrics.memories_deleted.inc(len(old))
+        return out
+
+    async def _purge_quietly(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        try:
+            await self.engine.purge(ids)
+        except Exception:  # the index is derived; repair removes what this could not
+            log.warning("could not remove %d unacknowledged memories from the index", len(ids), exc_info=True)
 
     async def search(
         self,
@@ -229,19 +415,17 @@ class MemoryService:
     ) -> list[SearchResult]:
         """Semantic search over the memories this identity may read, best first.
 
-        ``owner_view`` (the dashboard) searches every memory of the user, or those written in the session (and by the
-        agent) it names, whatever their scope."""
+        ``owner_view`` (the dashboard) searches what ``_visible_keys`` gives the owner."""
         who = resolve_identity(principal, identity, request.session, request.agent)
-        everything = owner_view
-        narrowed = everything and who.is_session
+        async with self.db.session() as db_session:
+            visibilities = await self._visible_keys(db_session, principal, who, scope, owner_view)
         hits = await self.engine.search(
             user_id=principal.user_id,
             query=request.query,
-            visibilities=None if everything else readable_keys(who, scope),
+            visibilities=visibilities,
             scope=scope,
-            # The index filters by visibility, not by where a memory was written: over-fetch, then narrow below.
-            limit=min(request.limit * 4, 200) if narrowed else request.limit,
-            threshold=request.threshold,
+            limit=request.limit,
+            threshold=self.limits.search_threshold if request.threshold is None else request.threshold,
             tags=list(request.tags) if request.tags else None,
             metadata=request.metadata,
         )
@@ -250,10 +434,10 @@ class MemoryService:
             memory = hit.memory
             # Served from the index payload, which writes keep in step with the record; still, never trust it
             # across a tenant or visibility boundary.
-            if memory.user_id != principal.user_id or not (everything or can_read(who, memory.visibility)):
+            if memory.user_id != principal.user_id or (
+                visibilities is not None and memory.visibility not in visibilities
+            ):
                 log.error("index returned memory %s outside the caller's view; skipped", hit.id)
-                continue
-            if narrowed and (memory.session != who.session or (who.agent and memory.agent != who.agent)):
                 continue
             if len(results) == request.limit:
                 break
@@ -263,11 +447,13 @@ class MemoryService:
                     content=memory.content,
                     score=round(hit.score, 6),
                     scope=memory.scope,
+                    visibility=visibility_of(memory.visibility),
                     tags=memory.tags,
                     metadata=memory.metadata,
                     session=memory.session,
                     agent=memory.agent,
                     created_at=datetime.fromisoformat(memory.created_at),
+                    source=source_of(memory.metadata),
                 )
             )
         return results
@@ -287,17 +473,15 @@ class MemoryService:
     ) -> MemoryPage:
         """The readable memories, newest first, one page at a time; tags must all be present.
 
-        ``owner_view`` (the dashboard) lists every memory of the user, or those written in the session (and by the
-        agent) it names, whatever their scope."""
+        ``owner_view`` (the dashboard) lists what ``_visible_keys`` gives the owner."""
         who = resolve_identity(principal, identity, session, agent)
         if not 1 <= limit <= 200:
             raise ValidationFailed("limit must be between 1 and 200", field="limit")
-        everything = owner_view
-        visibilities = None if everything else readable_keys(who, scope)
         after = decode_cursor(cursor) if cursor else None
         wanted = set(tags)
         out: list[MemoryRecord] = []
         async with self.db.session() as db_session:
+            visibilities = await self._visible_keys(db_session, principal, who, scope, owner_view)
             # Tag filtering happens here rather than in SQL because JSON containment differs between the backends.
             while len(out) < limit:
                 rows = await repository.page(
@@ -306,8 +490,8 @@ class MemoryService:
                     visibilities,
                     limit=limit if not wanted else limit * 4,
                     after=after,
-                    scope=scope if everything else None,
-                    written_in=(who.session, who.agent) if everything else (None, None),
+                    # Always by the column too: a caller's private key holds memories of every scope.
+                    scope=scope,
                 )
                 if not rows:
                     break
@@ -322,12 +506,29 @@ class MemoryService:
         more = len(out) == limit
         return MemoryPage(memories=[to_out(r) for r in out], next_cursor=encode_cursor(out[-1]) if more else None)
 
+    async def _visible_keys(
+        self, db_session: AsyncSession, principal: Principal, who: Identity, scope: Scope | None, owner_view: bool
+    ) -> builtins.list[str] | None:
+        """The visibility keys a read returns (narrowed to those that can hold ``scope``); None is every memory.
+
+        The owner's view (the dashboard) is every memory, or, with a session named, what that session's agents see:
+        exactly the named agent's view, or without one, the union of the views of every agent that wrote there."""
+        if not owner_view or who.agent is not None:
+            return readable_keys(who, scope, role=await self._role(who))
+        if who.session is None:
+            return None
+        keys = readable_keys(who, scope)
+        for agent in await repository.agents_in(db_session, principal.user_id, who.session):
+            member = Identity(who.user_id, who.session, agent)
+            keys += [k for k in readable_keys(member, scope, role=await self._role(member)) if k not in keys]
+        return keys
+
     async def _readable(
         self, session: AsyncSession, principal: Principal, who: Identity, memory_id: str
     ) -> MemoryRecord:
         record = await repository.get(session, principal.user_id, memory_id)
         # A session agent reaches only what it may read; the owner reaches every memory of theirs by id.
-        if record is None or (who.is_session and not can_read(who, record.visibility)):
+        if record is None or (who.is_session and not can_read(who, record.visibility, role=await self._role(who))):
             raise NotFound(f"no memory {memory_id}")
         return record
 
@@ -340,25 +541,34 @@ class MemoryService:
     async def update(
         self, principal: Principal, identity: Identity | None, memory_id: str, patch: MemoryPatch
     ) -> MemoryOut:
-        """Change a memory's content, tags or metadata; the index follows."""
+        """Change a memory's content, tags or metadata, or widen its reach (scope, private -> public); the index
+        follows. Widening is recorded in the history as a PROMOTE; narrowing is refused."""
+        async with self._guard([memory_id]):
+            return await self._update(principal, identity, memory_id, patch)
+
+    async def _update(
+        self, principal: Principal, identity: Identity | None, memory_id: str, patch: MemoryPatch
+    ) -> MemoryOut:
         principal.require_write()
-        if patch.content is None and patch.tags is None and patch.metadata is None:
-            raise ValidationFailed("nothing to update: give content, tags or metadata")
-        if patch.content is not None:
-            self._check_content(patch.content)
+        editing = patch.content is not None or patch.tags is not None or patch.metadata is not None
+        if not editing and patch.scope is None and patch.visibility is None:
+            raise ValidationFailed("nothing to update: give content, tags, metadata, scope or visibility")
+        self._check_fields(patch.content, patch.tags, patch.metadata)
         who = resolve_identity(principal, identity, None, None)
         before: MemoryRecord | None = None
         try:
             async with self.db.session() as session:
                 record = await self._readable(session, principal, who, memory_id)
                 before = MemoryRecord(**{c: getattr(record, c) for c in _RECORD_COLUMNS})
-                await self.engine.update(
-                    user_id=principal.user_id,
-                    memory_id=memory_id,
-                    content=patch.content,
-                    tags=list(patch.tags) if patch.tags is not None else None,
-                    metadata=dict(patch.metadata) if patch.metadata is not None else None,
-                )
+                promotion = await self._promotion(record, patch)
+                if promotion is None:
+                    await self.engine.update(
+                        user_id=principal.user_id,
+                        memory_id=memory_id,
+                        content=patch.content,
+                        tags=list(patch.tags) if patch.tags is not None else None,
+                        metadata=dict(patch.metadata) if patch.metadata is not None else None,
+                    )
                 if patch.content is not None:
                     record.content = patch.content
                 if patch.tags is not None:
@@ -366,28 +576,75 @@ class MemoryService:
                 if patch.metadata is not None:
                     record.metadata_ = dict(patch.metadata)
                 record.updated_at = utcnow()
-                session.add(
-                    MemoryEvent(
-                        memory_id=record.id,
-                        user_id=record.user_id,
-                        event="UPDATE",
-                        old_content=before.content,
-                        new_content=record.content,
-                        actor=_actor(principal, who.session, who.agent),
-                        created_at=record.updated_at,
+                actor = _actor(principal, who.session, who.agent)
+                if editing:
+                    session.add(
+                        MemoryEvent(
+                            memory_id=record.id,
+                            user_id=record.user_id,
+                            event="UPDATE",
+                            old_content=before.content,
+                            new_content=record.content,
+                            actor=actor,
+                            created_at=record.updated_at,
+                        )
                     )
-                )
+                if promotion is not None:
+                    scope, key, role, detail = promotion
+                    record.scope, record.visibility, record.role = scope, key, role
+                    # The point's visibility key changes, so the whole point is written again.
+                    await self.engine.upsert([to_indexed(record)])
+                    session.add(
+                        MemoryEvent(
+                            memory_id=record.id,
+                            user_id=record.user_id,
+                            event="PROMOTE",
+                            old_content=record.content,
+                            new_content=record.content,
+                            actor=actor,
+                            created_at=record.updated_at,
+                            detail=detail,
+                        )
+                    )
+                self._stamp([record])
+                await self._log(session, [record], "upsert")
                 out = to_out(record)
         except BaseException:
             if before is not None:  # the index may already hold the new version: put the recorded one back
                 await self._reindex_quietly([before])
             raise
+        self._committed()
         return out
+
+    async def _promotion(self, record: MemoryRecord, patch: MemoryPatch) -> tuple[Scope, str, str | None, str] | None:
+        """The new (scope, key, role, history detail) a patch widens a memory to; None when its reach stays."""
+        old_scope: Scope = record.scope  # type: ignore[assignment]
+        old_visibility = visibility_of(record.visibility)
+        scope = patch.scope or old_scope
+        visibility = patch.visibility or old_visibility
+        if scope == old_scope and visibility == old_visibility:
+            return None
+        check_widening(old_scope, scope, old_visibility, visibility)
+        writer = Identity(record.user_id, record.session, record.agent)
+        role = record.role if scope == "role" else None
+        if scope == "role" and role is None:
+            role = await self._role(writer)  # agent -> role: the role its writer joined the session with
+        key = visibility_key(scope, writer, role=role, visibility=visibility)
+        changes = [f"scope: {old_scope} -> {scope}"] if scope != old_scope else []
+        if visibility != old_visibility:
+            changes.append(f"visibility: {old_visibility} -> {visibility}")
+        return scope, key, role, "; ".join(changes)
 
     async def delete(
         self, principal: Principal, identity: Identity | None, memory_ids: Sequence[str]
     ) -> builtins.list[str]:
         """Delete memories (all or none). The record keeps a deleted mark and its history."""
+        async with self._guard(memory_ids):
+            return await self._delete(principal, identity, memory_ids)
+
+    async def _delete(
+        self, principal: Principal, identity: Identity | None, memory_ids: Sequence[str]
+    ) -> builtins.list[str]:
         principal.require_write()
         who = resolve_identity(principal, identity, None, None)
         async with self.db.session() as session:
@@ -398,33 +655,43 @@ class MemoryService:
                 for record in records:
                     await self.engine.delete(user_id=principal.user_id, memory_id=record.id)
                     removed.append(record)
-                now = utcnow()
-                for record in records:
-                    record.deleted_at = now
-                    session.add(
-                        MemoryEvent(
-                            memory_id=record.id,
-                            user_id=record.user_id,
-                            event="DELETE",
-                            old_content=record.content,
-                            actor=_actor(principal, who.session, who.agent),
-                            created_at=now,
-                        )
-                    )
+                _mark_deleted(session, principal, who, records, utcnow())
+                self._stamp(records)
                 await session.flush()
+                await self._log(session, records, "delete")
             except BaseException:
                 await self._reindex_quietly(removed)
                 raise
+        self._committed()
         if self.metrics is not None:
             self.metrics.memories_deleted.inc(len(records))
         return [r.id for r in records]
+
+    def _guard(self, memory_ids: Sequence[str]) -> AbstractAsyncContextManager[None]:
+        return self.changes.guard(memory_ids) if self.changes is not None else nullcontext()
+
+    def _stamp(self, records: Sequence[MemoryRecord]) -> None:
+        if self.changes is not None:
+            self.changes.stamp(records)
+
+    async def _log(
+        self, session: AsyncSession, records: Sequence[MemoryRecord], op: Literal["upsert", "delete"]
+    ) -> None:
+        if self.changes is not None:
+            await self.changes.append(session, records, op)
+
+    def _committed(self) -> None:
+        if self.changes is not None:
+            self.changes.committed()
 
     async def _reindex_quietly(self, records: Sequence[MemoryRecord]) -> None:
         """Put records back into the index after a write that did not complete (all or nothing)."""
         if not records:
             return
         try:
-            await self.engine.upsert([to_indexed(r) for r in records])
+            async with self.db.session() as session:
+                indexed = await _with_context(session, records)
+            await self.engine.upsert(indexed)
         except Exception:  # repair at the next start restores what this could not
             log.warning("could not restore %d memories to the index", len(records), exc_info=True)
 
@@ -435,7 +702,7 @@ class MemoryService:
         who = resolve_identity(principal, identity, None, None)
         async with self.db.session() as session:
             record = await repository.any_record(session, principal.user_id, memory_id)
-            if record is None or (who.is_session and not can_read(who, record.visibility)):
+            if record is None or (who.is_session and not can_read(who, record.visibility, role=await self._role(who))):
                 raise NotFound(f"no memory {memory_id}")
             events = await repository.history(session, principal.user_id, memory_id)
         return [
@@ -445,6 +712,7 @@ class MemoryService:
                 new_content=e.new_content,
                 actor=e.actor,
                 created_at=e.created_at,
+                detail=e.detail,
             )
             for e in events
         ]
@@ -455,7 +723,8 @@ class MemoryService:
         """The tags of the readable memories with how many memories carry each, most used first."""
         who = resolve_identity(principal, identity, session, agent)
         async with self.db.session() as db_session:
-            tag_lists = await repository.tags_of(db_session, principal.user_id, readable_keys(who))
+            keys = readable_keys(who, role=await self._role(who))
+            tag_lists = await repository.tags_of(db_session, principal.user_id, keys)
         counts = Counter(tag for tags in tag_lists for tag in tags)
         return [Topic(tag=tag, count=count) for tag, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
@@ -465,7 +734,7 @@ class MemoryService:
         total = 0
         async with self.db.session() as session:
             async for batch in repository.stream_live(session):
-                await self.engine.upsert([to_indexed(r) for r in batch])
+                await self.engine.upsert(await _with_context(session, batch))
                 total += len(batch)
         return total
 
@@ -478,11 +747,44 @@ class MemoryService:
         orphans = sorted(indexed - live)
         for start in range(0, len(missing), 500):
             async with self.db.session() as session:
-                rows = await repository.by_ids(session, missing[start : start + 500])
-            await self.engine.upsert([to_indexed(r) for r in rows])
+                rows = await _with_context(session, await repository.by_ids(session, missing[start : start + 500]))
+            await self.engine.upsert(rows)
         if orphans:
             await self.engine.purge(orphans)
         return len(missing), len(orphans)
+
+
+def _log_added(session: AsyncSession, principal: Principal, records: Sequence[MemoryRecord]) -> None:
+    """Record the ADD of new memory rows, in the transaction that writes them."""
+    session.add_all(
+        MemoryEvent(
+            memory_id=r.id,
+            user_id=r.user_id,
+            event="ADD",
+            new_content=r.content,
+            actor=_actor(principal, r.session, r.agent),
+            created_at=r.created_at,
+        )
+        for r in records
+    )
+
+
+def _mark_deleted(
+    session: AsyncSession, principal: Principal, who: Identity, records: Sequence[MemoryRecord], now: datetime
+) -> None:
+    """Mark memory rows deleted and record each DELETE, in the transaction that deletes them."""
+    for record in records:
+        record.deleted_at = now
+        session.add(
+            MemoryEvent(
+                memory_id=record.id,
+                user_id=record.user_id,
+                event="DELETE",
+                old_content=record.content,
+                actor=_actor(principal, who.session, who.agent),
+                created_at=now,
+            )
+        )
 
 
 def _actor(principal: Principal, session: str | None, agent: str | None) -> str:

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc6749 import JsonRequest, OAuth2Error, OAuth2Payload, OAuth2Request
@@ -22,6 +22,15 @@ session_var: ContextVar[Session] = ContextVar("oauth_session")
 
 def db() -> Session:
     return session_var.get()
+
+
+class ServerView(Protocol):
+    """What grants and endpoints need of the authorization server that runs them. The server is built from them
+    (``server``), so they see it only through this, and never import it back."""
+
+    base: str
+
+    def metadata(self) -> dict[str, Any]: ...
 
 
 class InvalidTargetError(OAuth2Error):

@@ -11,12 +11,15 @@ from urllib.parse import urlsplit
 from authlib.oauth2.rfc6749 import ClientMixin
 
 from app.oauth import credentials, scopes
+from app.text import text_problem
 
 PUBLIC = "none"
 SECRET_METHODS = ("client_secret_basic", "client_secret_post")
 AUTH_METHODS = (PUBLIC, *SECRET_METHODS)
 CODE_GRANTS = ("authorization_code", "refresh_token")
 MACHINE_GRANT = "client_credentials"
+# RFC 8628: a device (an Engram node linking for sync) shows a code that a person approves on the server's web page.
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 # RFC 7591 section 2: the metadata fields Engram reads or authlib validates, by JSON type.
 _STRING_FIELDS = (
@@ -32,6 +35,11 @@ _STRING_FIELDS = (
     "software_version",
 )
 _STRING_LIST_FIELDS = ("redirect_uris", "grant_types", "response_types", "contacts")
+MAX_REDIRECT_URIS = 10
+MAX_LIST_ITEMS = 10
+MAX_URI_CHARS = 2000
+MAX_NAME_CHARS = 200
+MAX_FIELD_CHARS = 2000
 
 
 def is_loopback_host(host: str | None) -> bool:
@@ -52,6 +60,11 @@ def is_loopback_http(uri: str) -> bool:
 
 def redirect_uri_problem(uri: str) -> str | None:
     """Why ``uri`` cannot be a redirect URI, or None. https; http on loopback (RFC 8252); app schemes with a dot."""
+    if len(uri) > MAX_URI_CHARS:
+        return f"a redirect URI is longer than {MAX_URI_CHARS} characters"
+    # A URI is printable ASCII (RFC 3986): anything else, percent-encoded or not, is where redirects go wrong.
+    if not uri or not all("!" <= c <= "~" for c in uri):
+        return "redirect URIs must be printable ASCII, without spaces or control characters (percent-encode the rest)"
     try:
         parts = urlsplit(uri)
     except ValueError:
@@ -76,16 +89,31 @@ def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
     for name in _STRING_FIELDS:
         if name in metadata and not isinstance(metadata[name], str):
             return f"{name} must be a string"
+        limit = MAX_NAME_CHARS if name == "client_name" else MAX_FIELD_CHARS
+        if name in metadata and len(metadata[name]) > limit:
+            return f"{name} is longer than {limit} characters"
     for name in _STRING_LIST_FIELDS:
-        value = metadata.get(name)
-        if name in metadata and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        if name not in metadata:
+            continue
+        value = metadata[name]
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             return f"{name} must be an array of strings"
+        limit = MAX_REDIRECT_URIS if name == "redirect_uris" else MAX_LIST_ITEMS
+        if len(value) > limit:
+            return f"{name} may hold at most {limit} entries"
+        if any(len(v) > MAX_FIELD_CHARS for v in value):
+            return f"an entry of {name} is longer than {MAX_FIELD_CHARS} characters"
     if "jwks" in metadata and not isinstance(metadata["jwks"], dict):
         return "jwks must be a JSON object"
     for uri in metadata.get("redirect_uris") or []:
         problem = redirect_uri_problem(uri)
         if problem:
             return f"redirect_uris: {problem}"
+    for name, value in metadata.items():
+        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for text in texts:
+            if isinstance(text, str) and (problem := text_problem(text)):
+                return f"{name} {problem}"
     if not set(scopes.split(metadata.get("scope"))) <= set(scopes.SUPPORTED):
         return f"scope may contain {', '.join(scopes.SUPPORTED)}"
     if not set(metadata.get("response_types") or []) <= {"code"}:
@@ -148,12 +176,13 @@ class Client(ClientMixin):
         return uris[0] if len(uris) == 1 else None
 
     def get_allowed_scope(self, scope: str | None) -> str | None:
-        """The scope to grant; None (authlib answers invalid_scope) when that would be none of Engram's scopes."""
-        allowed = scopes.split(self.metadata.get("scope")) or list(scopes.SUPPORTED)
-        wanted = scopes.split(scope) or allowed
-        return scopes.join([s for s in wanted if s in allowed]) or None
+        """The memories scope to grant (authlib asks in the code grant); None (invalid_scope) when that is none."""
+        return scopes.grantable(scope, self.metadata.get("scope"), sync=False)
 
     def check_redirect_uri(self, redirect_uri: str) -> bool:
+        # A client stored before the URI rules tightened may hold one no redirect can be built from: never use it.
+        if redirect_uri_problem(redirect_uri) is not None:
+            return False
         return any(redirect_uri_matches(r, redirect_uri) for r in self.redirect_uris)
 
     def check_client_secret(self, client_secret: str) -> bool:

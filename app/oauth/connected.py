@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.accounts.revocations import note_revoked
 from app.db import utcnow
 from app.errors import NotFound
 from app.oauth.models import OAuthClient, OAuthToken
@@ -70,3 +71,19 @@ async def revoke_grant(session: AsyncSession, user_id: str, family_id: str) -> N
     result = await session.execute(query, execution_options={"synchronize_session": False})
     if not getattr(result, "rowcount", 0):
         raise NotFound(f"no connected app {family_id[:40]!r}")
+    note_revoked(session, user_id)
+
+
+async def client_of(session: AsyncSession, user_id: str, family_id: str) -> tuple[str, str] | None:
+    """The client (id, name) the user's grant ``family_id`` was issued to; None when there is no such grant."""
+    query = (
+        select(OAuthToken.client_id, OAuthClient.client_metadata)
+        .outerjoin(OAuthClient, OAuthClient.id == OAuthToken.client_id)
+        .where(OAuthToken.user_id == user_id, OAuthToken.family_id == family_id)
+        .limit(1)
+    )
+    row = (await session.execute(query)).first()
+    if row is None:
+        return None
+    name = (row[1] or {}).get("client_name")
+    return str(row[0]), name if isinstance(name, str) and name.strip() else str(row[0])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from authlib.oauth2.rfc6749 import OAuth2Error
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7591 import ClientMetadataClaims, ClientRegistrationEndpoint, InvalidClientMetadataError
 from authlib.oauth2.rfc7662 import IntrospectionEndpoint
@@ -11,13 +12,10 @@ from authlib.oauth2.rfc7662 import IntrospectionEndpoint
 from app.accounts.principal import WRITE, Principal
 from app.db import utcnow
 from app.oauth import clients, credentials, repository, scopes
-from app.oauth.adapter import RegistrationRequest, Request, db
+from app.oauth.adapter import RegistrationRequest, Request, ServerView, db
 from app.oauth.clients import Client
 from app.oauth.grants import TokenRecord
 from app.oauth.models import OAuthClient
-
-if TYPE_CHECKING:
-    from app.oauth.server import EngramAuthorizationServer
 
 
 class Revocation(RevocationEndpoint):
@@ -36,7 +34,7 @@ class Revocation(RevocationEndpoint):
 
 class Introspection(IntrospectionEndpoint):
     CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
-    server: EngramAuthorizationServer
+    server: ServerView
 
     def query_token(self, token_string: str, token_type_hint: str | None) -> TokenRecord | None:
         return _find_token(token_string)
@@ -73,6 +71,14 @@ def _find_token(value: str) -> TokenRecord | None:
     return None
 
 
+class MachineClientRefused(OAuth2Error):
+    """Only an API key (or the owner, through the CLI or the dashboard) makes a machine client: one made with an OAuth
+    access token would outlive the grant behind that token."""
+
+    error = "access_denied"
+    status_code = 403
+
+
 class _ClientClaims(ClientMetadataClaims):
     def validate_redirect_uris(self) -> None:
         # clients.metadata_problem applied Engram's rules already; authlib's would refuse every RFC 8252 private-use
@@ -84,9 +90,9 @@ class Registration(ClientRegistrationEndpoint):
     """RFC 7591. Anyone may register a client that needs a user's consent; a client_credentials client acts as a
     user, so registering one needs that user's API key (an RFC 7591 initial access token)."""
 
-    server: EngramAuthorizationServer
+    server: ServerView
 
-    def __init__(self, server: EngramAuthorizationServer) -> None:
+    def __init__(self, server: ServerView) -> None:
         super().__init__(server, claims_classes=[_ClientClaims])
 
     def authenticate_token(self, request: RegistrationRequest) -> object:
@@ -145,17 +151,31 @@ def _check_registration(metadata: dict[str, Any], registrant: Principal | None) 
     if method not in clients.AUTH_METHODS:
         raise InvalidClientMetadataError(f"token_endpoint_auth_method must be one of {', '.join(clients.AUTH_METHODS)}")
     grant_types = metadata.setdefault("grant_types", ["authorization_code"])
-    if not set(grant_types) <= {*clients.CODE_GRANTS, clients.MACHINE_GRANT}:
-        raise InvalidClientMetadataError("grant_types may be authorization_code, refresh_token and client_credentials")
+    if not set(grant_types) <= {*clients.CODE_GRANTS, clients.MACHINE_GRANT, clients.DEVICE_GRANT}:
+        raise InvalidClientMetadataError(
+            f"grant_types may be authorization_code, refresh_token, client_credentials and {clients.DEVICE_GRANT}"
+        )
+    if clients.DEVICE_GRANT in grant_types and clients.MACHINE_GRANT in grant_types:
+        raise InvalidClientMetadataError("a client is either a device (device_code) or a machine (client_credentials)")
     metadata.setdefault("response_types", ["code"] if "authorization_code" in grant_types else [])
     if "authorization_code" in grant_types and not metadata.get("redirect_uris"):
         raise InvalidClientMetadataError("redirect_uris are required for the authorization_code grant")
     if clients.MACHINE_GRANT in grant_types:
+        if scopes.SYNC in scopes.split(metadata.get("scope")):
+            raise InvalidClientMetadataError(
+                "a client_credentials client with the sync scope is made on the server (`engram sync clients create`) "
+                "or on the dashboard (Link a machine); an API key never acts on the sync resource"
+            )
         if method == clients.PUBLIC:
             raise InvalidClientMetadataError("a client_credentials client must be confidential")
         if registrant is None:
             raise InvalidClientMetadataError(
                 "registering a client_credentials client needs 'Authorization: Bearer <API key>' of the user it acts as"
+            )
+        if registrant.via != "api_key":
+            raise MachineClientRefused(
+                "an OAuth access token cannot register a client_credentials client; use an API key "
+                "(or `engram oauth clients` / the dashboard)"
             )
         if WRITE not in registrant.scopes:
             # No scope would mean every scope: a read-only key's client gets memories:read unless it asks otherwise.

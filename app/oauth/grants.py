@@ -1,10 +1,13 @@
 """The grants Engram allows: authorization code (PKCE S256 always), refresh (rotated, reuse revokes the family) and
-client credentials (a machine client acting as the user who registered it)."""
+client credentials (a machine client acting as the user who owns it). The device grant is in ``device``.
+
+Every grant binds its tokens to one resource (``request.resource``) and issues only that resource's scopes: the
+memories scopes for ``/v1`` and MCP URLs, ``sync`` for the sync resource."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from authlib.oauth2.rfc6749 import (
     AuthorizationCodeMixin,
@@ -20,12 +23,9 @@ from authlib.oauth2.rfc7636 import CodeChallenge
 
 from app.db import utcnow
 from app.oauth import credentials, repository, resources, scopes
-from app.oauth.adapter import InvalidTargetError, Request, db
+from app.oauth.adapter import InvalidTargetError, Request, ServerView, db
 from app.oauth.clients import Client
 from app.oauth.models import OAuthCode, OAuthToken
-
-if TYPE_CHECKING:
-    from app.oauth.server import EngramAuthorizationServer
 
 ACCESS_TTL = timedelta(hours=1)
 REFRESH_TTL = timedelta(days=30)
@@ -69,14 +69,43 @@ class TokenRecord(TokenMixin):
         )
 
 
-def _resource_param(request: OAuth2Request) -> str | None:
+class ResourceBound(grants.BaseGrant):
+    """Put first in a grant's bases: no token leaves without a resource, or with a scope of another resource."""
+
+    def generate_token(
+        self,
+        user: Any = None,
+        scope: str | None = None,
+        grant_type: str | None = None,
+        expires_in: int | None = None,
+        include_refresh_token: bool = True,
+    ) -> dict[str, Any]:
+        resource: resources.Resource | None = self.request.resource
+        if resource is None:
+            raise InvalidTargetError("this grant is bound to no resource this server protects")
+        allowed = scopes.on_resource(resource.sync)
+        if not set(scopes.split(scope)) <= set(allowed):
+            raise InvalidScopeError(f"a token for {resource.url} may only have {' '.join(allowed)}")
+        token: dict[str, Any] = super().generate_token(user, scope, grant_type, expires_in, include_refresh_token)
+        return token
+
+
+def bound_resource(base: str, url: str) -> resources.Resource:
+    """The resource a stored code or token is bound to; invalid_grant once this server no longer serves it."""
+    resource = resources.parse(base, url)
+    if resource is None:
+        raise InvalidGrantError(f"this grant is for {url}, which this server no longer serves")
+    return resource
+
+
+def resource_param(request: OAuth2Request) -> str | None:
     values = request.payload.datalist.get("resource", [])
     if len(values) > 1:
         raise InvalidTargetError("Engram binds each grant to exactly one resource")
     return values[0] if values else None
 
 
-def _same_resource(base: str, requested: str | None, bound: str) -> None:
+def same_resource(base: str, requested: str | None, bound: str) -> None:
     parsed = resources.parse(base, requested) if requested is not None else None
     if requested is not None and (parsed is None or parsed.url != bound):
         raise InvalidTargetError("the resource differs from the one this grant was issued for")
@@ -102,16 +131,17 @@ class S256Required(CodeChallenge):
         super().validate_code_verifier(grant, result)
 
 
-class CodeGrant(grants.AuthorizationCodeGrant):
+class CodeGrant(ResourceBound, grants.AuthorizationCodeGrant):
     TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
-    server: EngramAuthorizationServer
+    server: ServerView
 
     def validate_authorization_request(self) -> str:
         redirect_uri: str = super().validate_authorization_request()
         request: Request = self.request
-        requested = _resource_param(request) or resources.api_resource(self.server.base)
+        requested = resource_param(request) or resources.api_resource(self.server.base)
         resource = resources.allowed_for(self.server.base, requested, str(request.user))
-        if resource is None:
+        if resource is None or resource.sync:
+            # The sync resource is granted by the device flow and to sync clients, never through a browser redirect.
             raise InvalidTargetError(
                 "resource must be this server's /v1 or one of your own MCP URLs", redirect_uri=redirect_uri
             )
@@ -146,7 +176,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):
             raise InvalidGrantError("this code was already used; the tokens issued for it are revoked")
         if row.expires_at <= utcnow():
             return None
-        _same_resource(self.server.base, _resource_param(self.request), row.resource)
+        same_resource(self.server.base, resource_param(self.request), row.resource)
+        self.request.resource = bound_resource(self.server.base, row.resource)
         return CodeRecord(row)
 
     def authenticate_user(self, authorization_code: CodeRecord) -> str:
@@ -159,11 +190,11 @@ class CodeGrant(grants.AuthorizationCodeGrant):
             raise InvalidGrantError("this code was already used; the tokens issued for it are revoked")
 
 
-class RefreshGrant(grants.RefreshTokenGrant):
+class RefreshGrant(ResourceBound, grants.RefreshTokenGrant):
     TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
     # Rotation: every refresh returns a new refresh token and retires the old one.
     INCLUDE_NEW_REFRESH_TOKEN = True
-    server: EngramAuthorizationServer
+    server: ServerView
 
     def authenticate_refresh_token(self, refresh_token: str) -> TokenRecord | None:
         row = repository.token_by_refresh_hash(db(), credentials.digest(refresh_token))
@@ -175,7 +206,8 @@ class RefreshGrant(grants.RefreshTokenGrant):
         record = TokenRecord(row, "refresh_token")
         if record.is_revoked() or record.is_expired():
             return None
-        _same_resource(self.server.base, _resource_param(self.request), row.resource)
+        same_resource(self.server.base, resource_param(self.request), row.resource)
+        self.request.resource = bound_resource(self.server.base, row.resource)
         return record
 
     def authenticate_user(self, refresh_token: TokenRecord) -> str:
@@ -200,11 +232,12 @@ class RefreshGrant(grants.RefreshTokenGrant):
             raise InvalidGrantError("refresh token reuse detected; every token of this grant is revoked")
 
 
-class MachineGrant(grants.ClientCredentialsGrant):
-    """client_credentials: a confidential client a user registered acts as that user, within its scopes."""
+class MachineGrant(ResourceBound, grants.ClientCredentialsGrant):
+    """client_credentials: a confidential client acts as the user who owns it, within its scopes. A sync client
+    (scope ``sync``, made by ``engram sync clients create`` or the dashboard) gets tokens for the sync resource."""
 
     TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
-    server: EngramAuthorizationServer
+    server: ServerView
 
     def validate_token_request(self) -> None:
         super().validate_token_request()
@@ -214,22 +247,23 @@ class MachineGrant(grants.ClientCredentialsGrant):
             raise InvalidClientError(
                 description="the API key that registered this client has been revoked; register a new client"
             )
-        allowed = set(scopes.split(client.metadata.get("scope")) or scopes.SUPPORTED)
-        if not set(scopes.split(request.payload.scope)) <= allowed:
-            raise InvalidScopeError(f"this client may have {scopes.join(list(allowed)) or 'no scope'}")
-        requested = _resource_param(request) or resources.api_resource(self.server.base)
-        resource = resources.allowed_for(self.server.base, requested, str(client.owner_id))
+        client_scope = client.metadata.get("scope")
+        is_sync_client = scopes.split(client_scope) == [scopes.SYNC]
+        base = self.server.base
+        default = resources.sync_resource(base) if is_sync_client else resources.api_resource(base)
+        resource = resources.allowed_for(base, resource_param(request) or default, str(client.owner_id))
         if resource is None:
-            raise InvalidTargetError("resource must be this server's /v1 or one of the owner's MCP URLs")
+            where = "the sync resource" if is_sync_client else "this server's /v1 or one of the owner's MCP URLs"
+            raise InvalidTargetError(f"resource must be {where}")
+        allowed = scopes.split(scopes.grantable(None, client_scope, resource.sync))
+        if not allowed or not set(scopes.split(request.payload.scope)) <= set(allowed):
+            raise InvalidScopeError(f"on {resource.url} this client may have {' '.join(allowed) or 'no scope'}")
         request.resource = resource
+        request.scope = scopes.grantable(request.payload.scope, client_scope, resource.sync)
 
     def create_token_response(self) -> tuple[int, Any, Any]:
         client: Client = self.request.client
         self.request.user = client.owner_id
-        token = self.generate_token(
-            user=client.owner_id,
-            scope=client.get_allowed_scope(self.request.payload.scope),
-            include_refresh_token=False,
-        )
+        token = self.generate_token(user=client.owner_id, scope=self.request.scope, include_refresh_token=False)
         self.save_token(token)
         return 200, token, self.TOKEN_RESPONSE_HEADER

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
@@ -29,6 +29,8 @@ class OAuthClient(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # The API key a machine client was registered with: revoking that key cuts the client and its tokens off.
     registered_with_key: Mapped[str | None] = mapped_column(String(32), index=True, default=None)
+    # A revoked client gets no token, and every token it had is revoked with it.
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class OAuthCode(Base):
@@ -69,3 +71,31 @@ class OAuthToken(Base):
     refresh_used_at: Mapped[datetime | None] = mapped_column(default=None)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class OAuthDeviceCode(Base):
+    """One device authorization request (RFC 8628): pending until a person approves or denies its user code, then
+    redeemed once for tokens. Both codes are stored as hashes."""
+
+    __tablename__ = "oauth_device_codes"
+
+    # SHA-256 of the device code (what the device polls with).
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # SHA-256 of the normalised user code (what the person types).
+    user_code: Mapped[str] = mapped_column(String(64), unique=True)
+    client_id: Mapped[str] = mapped_column(String(CLIENT_ID_MAX), index=True)
+    scope: Mapped[str] = mapped_column(String(255))
+    resource: Mapped[str] = mapped_column(String(URL_MAX))
+    # Every token issued for this request, and from its refresh tokens, shares this family.
+    family_id: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+    # The polling interval in seconds: it grows by 5 at every slow_down (RFC 8628 section 3.5).
+    interval: Mapped[int] = mapped_column(Integer)
+    polled_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Who decided, and how: "approved" or "denied".
+    user_id: Mapped[str | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True, default=None)
+    decision: Mapped[str | None] = mapped_column(String(16), default=None)
+    decided_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Set when the device code was exchanged for tokens: it is good for one exchange.
+    used_at: Mapped[datetime | None] = mapped_column(default=None)

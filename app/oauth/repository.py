@@ -9,20 +9,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import CursorResult, bindparam, delete, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import ColumnElement, CursorResult, bindparam, delete, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import Session
 
 from app.accounts.models import ApiKey
+from app.accounts.revocations import note_revoked
 from app.db import Database
-from app.oauth.models import OAuthClient, OAuthCode, OAuthToken
+from app.oauth.models import OAuthClient, OAuthCode, OAuthDeviceCode, OAuthToken
 
 
 def get_client(session: Session, client_id: str) -> OAuthClient | None:
-    return session.get(OAuthClient, client_id)
+    """A client that may still be used; a revoked one is as unknown as a missing one."""
+    row = session.get(OAuthClient, client_id)
+    return None if row is None or row.revoked_at is not None else row
 
 
-def add(session: Session, row: OAuthClient | OAuthCode | OAuthToken) -> None:
+def add(session: Session, row: OAuthClient | OAuthCode | OAuthDeviceCode | OAuthToken) -> None:
     session.add(row)
     session.flush()
 
@@ -37,6 +40,58 @@ def consume_code(session: Session, code_hash: str, when: datetime) -> bool:
     query = update(OAuthCode).where(OAuthCode.id == code_hash, OAuthCode.used_at.is_(None)).values(used_at=when)
     result: CursorResult[tuple[()]] = session.execute(query)  # type: ignore[assignment]
     return result.rowcount == 1
+
+
+def device_by_hash(session: Session, device_code_hash: str) -> OAuthDeviceCode | None:
+    return session.get(OAuthDeviceCode, device_code_hash)
+
+
+def user_code_taken(session: Session, user_code_hash: str) -> bool:
+    query = select(OAuthDeviceCode.id).where(OAuthDeviceCode.user_code == user_code_hash)
+    return session.execute(query).first() is not None
+
+
+def consume_device_code(session: Session, device_code_hash: str, when: datetime) -> bool:
+    """Mark the device code exchanged; False when another request already did."""
+    query = (
+        update(OAuthDeviceCode)
+        .where(OAuthDeviceCode.id == device_code_hash, OAuthDeviceCode.used_at.is_(None))
+        .values(used_at=when)
+    )
+    result: CursorResult[tuple[()]] = session.execute(query)  # type: ignore[assignment]
+    return result.rowcount == 1
+
+
+async def pending_device(
+    session: AsyncSession, user_code_hash: str, now: datetime
+) -> tuple[OAuthDeviceCode, OAuthClient | None] | None:
+    """The undecided, unexpired device request with this user code, and its registered client (if stored)."""
+    query = (
+        select(OAuthDeviceCode, OAuthClient)
+        .outerjoin(OAuthClient, OAuthClient.id == OAuthDeviceCode.client_id)
+        .where(
+            OAuthDeviceCode.user_code == user_code_hash,
+            OAuthDeviceCode.decision.is_(None),
+            OAuthDeviceCode.expires_at > now,
+        )
+    )
+    row = (await session.execute(query)).first()
+    return None if row is None else (row[0], row[1])
+
+
+async def decide_device(session: AsyncSession, user_code_hash: str, user_id: str, decision: str, now: datetime) -> bool:
+    """Record ``user_id``'s decision on a pending device request; False when it was decided or expired meanwhile."""
+    query = (
+        update(OAuthDeviceCode)
+        .where(
+            OAuthDeviceCode.user_code == user_code_hash,
+            OAuthDeviceCode.decision.is_(None),
+            OAuthDeviceCode.expires_at > now,
+        )
+        .values(user_id=user_id, decision=decision, decided_at=now)
+    )
+    result = await session.execute(query, execution_options={"synchronize_session": False})
+    return bool(getattr(result, "rowcount", 0))
 
 
 def token_by_refresh_hash(session: Session, refresh_hash: str) -> OAuthToken | None:
@@ -59,6 +114,7 @@ def rotate_refresh(session: Session, token_id: str, when: datetime) -> bool:
 
 
 def revoke_family(session: Session, family_id: str, when: datetime) -> None:
+    _note_owners(session, OAuthToken.family_id == family_id)
     query = (
         update(OAuthToken)
         .where(OAuthToken.family_id == family_id, OAuthToken.revoked_at.is_(None))
@@ -68,8 +124,15 @@ def revoke_family(session: Session, family_id: str, when: datetime) -> None:
 
 
 def revoke_token(session: Session, token_id: str, when: datetime) -> None:
+    _note_owners(session, OAuthToken.id == token_id)
     query = update(OAuthToken).where(OAuthToken.id == token_id, OAuthToken.revoked_at.is_(None)).values(revoked_at=when)
     session.execute(query, execution_options={"synchronize_session": False})
+
+
+def _note_owners(session: Session, which: ColumnElement[bool]) -> None:
+    """Open streams of the tokens' user re-check their credential once this transaction commits."""
+    for user_id in session.execute(select(OAuthToken.user_id).where(which).distinct()).scalars():
+        note_revoked(session, user_id)
 
 
 _tokens = OAuthToken.__table__.c
@@ -84,6 +147,7 @@ _TOKEN_BY_ACCESS = (
         _tokens.resource,
         _tokens.access_expires_at,
         _tokens.revoked_at,
+        _clients.revoked_at,
         _clients.registered_with_key,
         _keys.id,
         _keys.revoked_at,
@@ -105,6 +169,7 @@ class AccessRow(NamedTuple):
     resource: str
     access_expires_at: datetime
     revoked_at: datetime | None
+    client_revoked_at: datetime | None
     registered_with_key: str | None
     key_id: str | None
     key_revoked_at: datetime | None
@@ -153,14 +218,16 @@ async def access_row(db: Database, access_hash: str) -> AccessRow | None:
 
 
 async def purge_expired(conn: AsyncConnection, before: datetime) -> int:
-    """Delete codes that expired before ``before``, and tokens whose access and refresh tokens both did.
+    """Delete codes (authorization and device) that expired before ``before``, and tokens whose access and refresh
+    tokens both did.
 
     A used refresh token that has not expired stays: presenting it again must still be caught as reuse."""
     codes = await conn.execute(delete(OAuthCode).where(OAuthCode.expires_at < before))
+    devices = await conn.execute(delete(OAuthDeviceCode).where(OAuthDeviceCode.expires_at < before))
     tokens = await conn.execute(
         delete(OAuthToken).where(
             OAuthToken.access_expires_at < before,
             or_(OAuthToken.refresh_expires_at.is_(None), OAuthToken.refresh_expires_at < before),
         )
     )
-    return int(codes.rowcount or 0) + int(tokens.rowcount or 0)
+    return int(codes.rowcount or 0) + int(devices.rowcount or 0) + int(tokens.rowcount or 0)

@@ -3,6 +3,7 @@
 The rule: a token is bound to exactly one resource and is accepted only there. ``{base}/v1`` (the REST API) may be
 granted to any user and acts as that user; an MCP URL ``{base}/mcp/v2/{client}/{id}`` may only be granted to the
 user whose id (plain, or the user part of a virtual id) is in the URL, and the token works on that one URL only.
+``{base}/sync/v1`` (edge sync) acts as the token's user too, and only with the ``sync`` scope (see ``scopes``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from app.errors import InvalidIdentity
 from app.identity import parse_identity
 
 API_PATH = "/v1"
+SYNC_PATH = "/sync/v1"
 MCP_PREFIX = "/mcp/v2/"
 PRM_PATH = "/.well-known/oauth-protected-resource"
 MAX_CLIENT_NAME = 100
@@ -22,12 +24,18 @@ MAX_CLIENT_NAME = 100
 @dataclass(frozen=True, slots=True)
 class Resource:
     url: str
-    # None for the REST API, which is not tied to one user by its URL.
+    # None for the REST API and the sync resource, which are not tied to one user by their URL.
     user_id: str | None
+    # The sync resource: only tokens with the sync scope, from the device or client credentials grants.
+    sync: bool = False
 
 
 def api_resource(base: str) -> str:
     return base + API_PATH
+
+
+def sync_resource(base: str) -> str:
+    return base + SYNC_PATH
 
 
 def mcp_resource(base: str, client_name: str, user_id: str) -> str:
@@ -44,6 +52,8 @@ def parse(base: str, url: str) -> Resource | None:
     path = url[len(base) :]
     if path == API_PATH:
         return Resource(url, None)
+    if path == SYNC_PATH:
+        return Resource(url, None, sync=True)
     if not path.startswith(MCP_PREFIX):
         return None
     segments = [unquote(s) for s in path[len(MCP_PREFIX) :].split("/")]

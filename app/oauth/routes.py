@@ -1,4 +1,5 @@
-"""OAuth endpoints: metadata (RFC 8414, RFC 9728), registration, the consent page, token, revocation, introspection."""
+"""OAuth endpoints: metadata (RFC 8414, RFC 9728), registration, the consent page, token, device authorization (RFC
+8628, its page is in ``device_pages``), revocation, introspection."""
 
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ from app.errors import AppError, NotFound, RateLimited
 from app.oauth import resources
 from app.oauth.adapter import Reply, is_form
 from app.oauth.adapter import Request as OAuthRequest
+from app.oauth.device_pages import device_decision, device_page
 from app.oauth.service import AUTHORIZE_PARAMS, Consent, OAuthService
-from app.web.address_limits import registration_guard, token_guard
+from app.web.address_limits import device_authorization_guard, registration_guard, token_guard
 from app.web.errors import error_page
 from app.web.pages import PAGE_HEADERS, form_data, render
 from app.web.session import current_user, login_redirect, verify_csrf
 
 SERVICE = "oauth"
+_STILL_WAITING = ("authorization_pending", "slow_down")
 # Client metadata documents are small; anything slow or large is refused rather than waited for.
 _DOCUMENT_LIMITS = httpx.Limits(max_connections=20, max_keepalive_connections=5)
 
@@ -71,6 +74,14 @@ async def authorization_server_metadata(container: Container) -> Response[Any]:
 async def api_resource_metadata(container: Container) -> Response[Any]:
     service = oauth_service(container)
     metadata = service.protected_resource(resources.api_resource(service.base))
+    assert metadata is not None
+    return _metadata_response(metadata)
+
+
+@get("/.well-known/oauth-protected-resource/sync/v1")
+async def sync_resource_metadata(container: Container) -> Response[Any]:
+    service = oauth_service(container)
+    metadata = service.protected_resource(resources.sync_resource(service.base))
     assert metadata is not None
     return _metadata_response(metadata)
 
@@ -174,8 +185,22 @@ async def token(request: Request[Any, Any, Any], container: Container) -> Respon
         return _token_limited(exc)
     service, oauth_request = await _form_request(request, container, "/oauth/token")
     reply = await service.token(oauth_request)
-    if reply.status >= 400:
+    # A device polling while its person decides is not failing (RFC 8628 section 3.5).
+    if reply.status >= 400 and not (isinstance(reply.body, dict) and reply.body.get("error") in _STILL_WAITING):
         await guard.count(request, container)
+    return _reply(reply)
+
+
+@post("/oauth/device_authorization")
+async def device_authorization(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
+    guard = device_authorization_guard(container.settings)
+    try:
+        await guard.check(request, container)
+    except RateLimited as exc:
+        return _token_limited(exc)
+    service, oauth_request = await _form_request(request, container, "/oauth/device_authorization")
+    reply = await service.device_authorization(oauth_request)
+    await guard.count(request, container)
     return _reply(reply)
 
 
@@ -196,11 +221,15 @@ oauth_router = Router(
     route_handlers=[
         authorization_server_metadata,
         api_resource_metadata,
+        sync_resource_metadata,
         mcp_resource_metadata,
         register,
         authorize,
         decide,
         token,
+        device_authorization,
+        device_page,
+        device_decision,
         revoke,
         introspect,
     ],

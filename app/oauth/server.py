@@ -22,10 +22,11 @@ from app.db import utcnow
 from app.oauth import clients, credentials, repository, scopes
 from app.oauth.adapter import Reply, Request, T, db, session_var
 from app.oauth.clients import Client
+from app.oauth.device import DeviceAuthorization, DeviceGrant
 from app.oauth.documents import ClientDocuments, looks_like_document_id
 from app.oauth.endpoints import Introspection, Registration, Revocation
 from app.oauth.grants import ACCESS_TTL, REFRESH_TTL, CodeGrant, MachineGrant, RefreshGrant, S256Required
-from app.oauth.models import OAuthCode, OAuthToken
+from app.oauth.models import OAuthCode, OAuthDeviceCode, OAuthToken
 
 
 class EngramAuthorizationServer(AuthorizationServer):
@@ -39,6 +40,8 @@ class EngramAuthorizationServer(AuthorizationServer):
         self.register_grant(CodeGrant, [S256Required(required=True)])
         self.register_grant(RefreshGrant)
         self.register_grant(MachineGrant)
+        self.register_grant(DeviceGrant)
+        self.register_endpoint(DeviceAuthorization)
         self.register_endpoint(Revocation)
         self.register_endpoint(Introspection)
         self.register_endpoint(Registration)
@@ -65,10 +68,11 @@ class EngramAuthorizationServer(AuthorizationServer):
             "registration_endpoint": f"{base}/oauth/register",
             "revocation_endpoint": f"{base}/oauth/revoke",
             "introspection_endpoint": f"{base}/oauth/introspect",
+            "device_authorization_endpoint": f"{base}/oauth/device_authorization",
             "scopes_supported": list(scopes.SUPPORTED),
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
-            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+            "grant_types_supported": [*clients.CODE_GRANTS, clients.MACHINE_GRANT, clients.DEVICE_GRANT],
             "token_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
             "revocation_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
             "introspection_endpoint_auth_methods_supported": list(clients.SECRET_METHODS),
@@ -97,8 +101,9 @@ class EngramAuthorizationServer(AuthorizationServer):
     ) -> dict[str, Any]:
         granted = scopes.join(scopes.split(scope))
         if not granted:
-            # A token with neither scope would be refused wherever it is used (see verifier): never issue one.
-            raise InvalidScopeError(f"a token needs {scopes.MEMORIES_READ} or {scopes.MEMORIES_WRITE}")
+            # A token without a scope would be refused wherever it is used (see verifier): never issue one. Which
+            # scopes go with which resource is checked by the grants (grants.ResourceBound).
+            raise InvalidScopeError(f"a token needs {', '.join(scopes.MEMORIES)} or {scopes.SYNC}")
         token: dict[str, Any] = {
             "token_type": "Bearer",
             "access_token": credentials.new_access_token(),
@@ -112,11 +117,15 @@ class EngramAuthorizationServer(AuthorizationServer):
     def save_token(self, token: dict[str, Any], request: Request) -> None:
         grant_type = request.payload.grant_type
         if grant_type == "authorization_code":
-            source: OAuthCode | OAuthToken = request.authorization_code.row
+            source: OAuthCode | OAuthDeviceCode | OAuthToken = request.authorization_code.row
             family, resource = source.family_id, source.resource
         elif grant_type == "refresh_token":
             source = request.refresh_token.row
             family, resource = source.family_id, source.resource
+        elif grant_type == clients.DEVICE_GRANT:
+            source = request.credential.row
+            family, resource = source.family_id, source.resource
+            grant_type = "device_code"  # the URN is longer than the column
         else:
             assert request.resource is not None
             family, resource = credentials.new_id("fam_"), request.resource.url

@@ -107,12 +107,16 @@ class OAuthService:
         resource = resources.parse(self.base, resource_url)
         if resource is None:
             return None
+        if resource.sync:
+            name = "Engram edge sync"
+        else:
+            name = "Engram memory" + (" (MCP)" if resource.user_id else " (REST API)")
         return {
             "resource": resource.url,
             "authorization_servers": [self.base],
-            "scopes_supported": list(scopes.SUPPORTED),
+            "scopes_supported": list(scopes.on_resource(resource.sync)),
             "bearer_methods_supported": ["header"],
-            "resource_name": "Engram memory" + (" (MCP)" if resource.user_id else " (REST API)"),
+            "resource_name": name,
             "resource_documentation": f"{self.base}/docs",
         }
 
@@ -207,12 +211,22 @@ class OAuthService:
         return reply
 
     async def token(self, request: Request) -> Reply:
-        """The token endpoint: authorization_code, refresh_token and client_credentials."""
+        """The token endpoint: authorization_code, refresh_token, client_credentials and device_code."""
         if refused := self._refuse_form(request):
             return refused
         await self._prefetch_client(request.form.get("client_id"))
         async with self.db.session() as session:
             reply: Reply = await self.server.run(session, lambda: self.server.create_token_response(request))
+        return reply
+
+    async def device_authorization(self, request: Request) -> Reply:
+        """RFC 8628 section 3.1: a device code and a user code for the sync resource."""
+        if refused := self._refuse_form(request):
+            return refused
+        async with self.db.session() as session:
+            reply: Reply = await self.server.run(
+                session, lambda: self.server.create_endpoint_response("device_authorization", request)
+            )
         return reply
 
     async def revoke(self, request: Request) -> Reply:

@@ -55,6 +55,17 @@ class Metrics:
         )
         self.memories_added = Counter("engram_memories_added", "Memories stored.", registry=registry)
         self.memories_deleted = Counter("engram_memories_deleted", "Memories deleted.", registry=registry)
+        self.redis_up = Gauge(
+            "engram_redis_up",
+            "1 while Redis answers, 0 while the breaker is open (no Redis: absent).",
+            registry=registry,
+        )
+        self.redis_fallbacks = Counter(
+            "engram_redis_fallbacks",
+            "Calls that went on without Redis because it did not answer, by component (quotas: counted in-process).",
+            ["component"],
+            registry=registry,
+        )
 
     def count_sessions_with(self, open_sessions: Callable[[], int]) -> None:
         """Read the MCP session gauge from ``open_sessions`` at every scrape."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import redis.asyncio as redis
 from redis.exceptions import RedisError
+
+from app.redis_breaker import RedisBreaker
 
 log = logging.getLogger(__name__)
 
@@ -83,20 +85,40 @@ class MemoryRateLimiter:
 
 
 class RedisRateLimiter:
-    """Limits shared by every instance. If Redis cannot answer, counting carries on in this process."""
+    """Limits shared by every instance. If Redis cannot answer, counting carries on in this process.
 
-    def __init__(self, url: str, namespace: str = "engram:quota") -> None:
-        self._redis = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    Every request passes here, so Redis gets a short budget: a hung Redis costs the first request at most that,
+    and none after it while the shared breaker is open."""
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str = "engram:quota",
+        *,
+        breaker: RedisBreaker | None = None,
+        budget: float = 0.25,
+        on_fallback: Callable[[], None] | None = None,
+    ) -> None:
+        self._redis = redis.Redis.from_url(url, socket_connect_timeout=budget, socket_timeout=budget)
         self._script = self._redis.register_script(_GCRA)
         self._namespace = namespace
         self._fallback = MemoryRateLimiter()
+        self._own_breaker = breaker is None
+        self._breaker = breaker or RedisBreaker(url)
+        self._budget = budget
+        self._on_fallback = on_fallback
 
     async def acquire(self, limits: Sequence[tuple[str, int]]) -> tuple[int, float] | None:
         keys = [f"{self._namespace}:{key}" for key, _ in limits]
+        if self._own_breaker:
+            self._breaker.start()
         try:
-            refused = await self._script(keys=keys, args=[_interval(per_minute) for _, per_minute in limits])
+            async with self._breaker.guard(self._budget, decisive=False):
+                refused = await self._script(keys=keys, args=[_interval(per_minute) for _, per_minute in limits])
         except (RedisError, OSError):
-            log.warning("rate limits fall back to this instance: Redis did not answer")
+            # The breaker logged the outage once; each request that counts in-process shows in the metric.
+            if self._on_fallback is not None:
+                self._on_fallback()
             return await self._fallback.acquire(limits)
         if not refused:
             return None
@@ -104,11 +126,21 @@ class RedisRateLimiter:
 
     async def close(self) -> None:
         await self._redis.aclose()
+        if self._own_breaker:
+            await self._breaker.close()
 
 
 def retry_after_header(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
-def create_limiter(redis_url: str | None) -> RateLimiter:
-    return RedisRateLimiter(redis_url) if redis_url else MemoryRateLimiter()
+def create_limiter(
+    redis_url: str | None,
+    *,
+    breaker: RedisBreaker | None = None,
+    budget: float = 0.25,
+    on_fallback: Callable[[], None] | None = None,
+) -> RateLimiter:
+    if not redis_url:
+        return MemoryRateLimiter()
+    return RedisRateLimiter(redis_url, breaker=breaker, budget=budget, on_fallback=on_fallback)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.models import User
 from app.accounts.principal import Principal
@@ -57,18 +59,42 @@ class Quotas:
         )
 
     async def check_memories(self, user_id: str, adding: int) -> None:
-        """Refuse a write that would take the user past the plan's stored memories."""
+        """Refuse early (before any embedding) a write that would take the user past the plan's stored memories.
+
+        Concurrent writes can all pass this check; ``reserve_memories`` in the write's own transaction decides."""
         plan = await self.plan_for(user_id)
         async with self.db.engine.connect() as conn:
-            query = select(func.count()).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
-            stored = (await conn.execute(query)).scalar_one()
-        if stored + adding > plan.max_memories:
-            # Retry-After because every 429 carries one; deleting memories frees room at once.
-            raise QuotaExceeded(
-                f"the {plan.name} plan stores at most {plan.max_memories} memories; {stored} are stored and this "
-                f"would add {adding}. Delete memories or upgrade the plan.",
-                headers=retry_after_header(60),
-            )
+            stored = (await conn.execute(_stored(user_id))).scalar_one()
+        _refuse_beyond(plan, stored, adding)
+
+    async def reserve_memories(self, session: AsyncSession, user_id: str, adding: int) -> None:
+        """Within the transaction that inserts ``adding`` memories: count and refuse atomically per user.
+
+        Touching the user's row first serialises the writers of one user until they commit: a row lock on
+        PostgreSQL, the database's write lock on SQLite (where a read-then-write transaction could not upgrade)."""
+        if adding <= 0:
+            return
+        plan = await self.plan_for(user_id)
+        await session.execute(
+            update(User).where(User.id == user_id).values(plan=User.plan),
+            execution_options={"synchronize_session": False},
+        )
+        stored = (await session.execute(_stored(user_id))).scalar_one()
+        _refuse_beyond(plan, stored, adding)
 
     async def close(self) -> None:
         await self.limiter.close()
+
+
+def _stored(user_id: str) -> Any:
+    return select(func.count()).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
+
+
+def _refuse_beyond(plan: Plan, stored: int, adding: int) -> None:
+    if stored + adding > plan.max_memories:
+        # Retry-After because every 429 carries one; deleting memories frees room at once.
+        raise QuotaExceeded(
+            f"the {plan.name} plan stores at most {plan.max_memories} memories; {stored} are stored and this "
+            f"would add {adding}. Delete memories or upgrade the plan.",
+            headers=retry_after_header(60),
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from litestar import Controller, get, post
+from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent
 from litestar.status_codes import HTTP_200_OK
@@ -12,12 +13,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.accounts.principal import Principal
 from app.container import Container, authenticated
+from app.coordination.rules import MAX_OPERATION_CHARS, MAX_PATH_CHARS, MAX_PATHS, MAX_SUMMARY_CHARS
+from app.memories.schemas import Name
 from app.memories.scopes import viewer
+from app.openapi import error_responses, name_parameter
 from app.sessions.schemas import ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
+from app.sessions.service import MAX_CLAIM_MINUTES, MAX_SYNC_MINUTES
 from app.sessions.sse import event_stream
 
 KEEPALIVE_SECONDS = 15
-AgentParam = Annotated[str, Parameter(description="The agent acting in the session")]
+AgentParam = Annotated[str, name_parameter("agent", "The agent acting in the session")]
+SessionPath = Annotated[str, name_parameter("session")]
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
 
 
 class _In(BaseModel):
@@ -25,21 +32,21 @@ class _In(BaseModel):
 
 
 class ClaimIn(_In):
-    agent: str
-    file_paths: list[str] = Field(min_length=1)
-    operation: str = "write"
-    duration_minutes: int = 30
+    agent: Name
+    file_paths: list[FilePath] = Field(min_length=1, max_length=MAX_PATHS)
+    operation: str = Field(default="write", min_length=1, max_length=MAX_OPERATION_CHARS)
+    duration_minutes: int = Field(default=30, ge=1, le=MAX_CLAIM_MINUTES)
 
 
 class ReleaseIn(_In):
-    agent: str
-    file_paths: list[str] = Field(min_length=1)
+    agent: Name
+    file_paths: list[FilePath] = Field(min_length=1, max_length=MAX_PATHS)
 
 
 class BroadcastIn(_In):
-    agent: str
-    file_paths: list[str] = Field(default_factory=list)
-    changes_summary: str = Field(min_length=1)
+    agent: Name
+    file_paths: list[FilePath] = Field(default_factory=list, max_length=MAX_PATHS)
+    changes_summary: str = Field(min_length=1, max_length=MAX_SUMMARY_CHARS)
 
 
 class SessionController(Controller):
@@ -48,43 +55,67 @@ class SessionController(Controller):
     security = [{"bearer": []}, {"apiKey": []}]
     tags = ["sessions"]
 
-    @post("/claims", status_code=HTTP_200_OK, summary="Claim files, all or none")
-    async def claim(self, session: str, data: ClaimIn, principal: Principal, container: Container) -> ClaimFilesResult:
+    @post("/claims", status_code=HTTP_200_OK, summary="Claim files, all or none", responses=error_responses(403, 503))
+    async def claim(
+        self, session: SessionPath, data: ClaimIn, principal: Principal, container: Container
+    ) -> ClaimFilesResult:
         identity = viewer(principal.user_id, session, data.agent)
         return await container.sessions.claim_files(
             principal, identity, data.file_paths, data.operation, data.duration_minutes
         )
 
-    @post("/release", status_code=HTTP_200_OK, summary="Release files this agent holds")
+    @post(
+        "/release",
+        status_code=HTTP_200_OK,
+        summary="Release files this agent holds",
+        responses=error_responses(403, 503),
+    )
     async def release(
-        self, session: str, data: ReleaseIn, principal: Principal, container: Container
+        self, session: SessionPath, data: ReleaseIn, principal: Principal, container: Container
     ) -> ReleaseFilesResult:
         return await container.sessions.release_files(
             principal, viewer(principal.user_id, session, data.agent), data.file_paths
         )
 
-    @post("/changes", status_code=HTTP_200_OK, summary="Broadcast a change to the session")
-    async def broadcast(self, session: str, data: BroadcastIn, principal: Principal, container: Container) -> ChangeOut:
+    @post(
+        "/changes",
+        status_code=HTTP_200_OK,
+        summary="Broadcast a change to the session",
+        responses=error_responses(403, 503),
+    )
+    async def broadcast(
+        self, session: SessionPath, data: BroadcastIn, principal: Principal, container: Container
+    ) -> ChangeOut:
         identity = viewer(principal.user_id, session, data.agent)
         return await container.sessions.broadcast_change(principal, identity, data.file_paths, data.changes_summary)
 
-    @get("/changes", summary="The other agents' changes since a cursor")
+    @get("/changes", summary="The other agents' changes since a cursor", responses=error_responses(503))
     async def sync(
         self,
-        session: str,
+        session: SessionPath,
         agent: AgentParam,
         principal: Principal,
         container: Container,
         since: str | None = None,
-        minutes: int = 30,
+        minutes: Annotated[int, Parameter(ge=1, le=MAX_SYNC_MINUTES)] = 30,
         include_own: bool = False,
     ) -> SyncResult:
         identity = viewer(principal.user_id, session, agent)
         return await container.sessions.sync_changes(principal, identity, since, minutes, include_own)
 
-    @get("/status", summary="Agents, active claims and the latest changes")
+    @get(
+        "/status",
+        summary="Agents, active claims and the latest changes",
+        description="With `agent`, that agent reads (and is marked present); without, the caller reads without "
+        "joining: a dashboard or a script does not become an agent of the session.",
+        responses=error_responses(503),
+    )
     async def status(
-        self, session: str, agent: AgentParam, principal: Principal, container: Container
+        self,
+        session: SessionPath,
+        principal: Principal,
+        container: Container,
+        agent: Annotated[str | None, name_parameter("agent", "The agent reading, if any")] = None,
     ) -> SessionStatus:
         return await container.sessions.status(principal, viewer(principal.user_id, session, agent))
 
@@ -93,16 +124,22 @@ class SessionController(Controller):
         summary="Live claim, release and change events (Server-Sent Events)",
         description=(
             "Change events carry their cursor as the event id. Reconnecting with `Last-Event-ID` (or `since`) first "
-            "replays the changes made after it, then goes on live: no change is missed or sent twice. Claims and "
-            "releases are live only; `GET .../status` gives the current claims."
+            "replays the changes made after it, then goes on live: no change is missed or sent twice. If the feed was "
+            "reset since that cursor (its store restarted without its data), a `reset` event comes first and the "
+            "replay starts at the new feed's beginning. Claims and releases are live only; `GET .../status` gives "
+            "the current claims."
         ),
+        responses={
+            **error_responses(503),
+            HTTP_200_OK: ResponseSpec(str, media_type="text/event-stream", description="An endless event stream"),
+        },
     )
     async def events(
         self,
-        session: str,
+        session: SessionPath,
         principal: Principal,
         container: Container,
-        agent: str = "dashboard",
+        agent: Annotated[str, name_parameter("agent", "Who is listening")] = "dashboard",
         since: Annotated[str | None, Parameter(description="Replay the changes after this cursor first")] = None,
         last_event_id: Annotated[str | None, Parameter(header="Last-Event-ID", required=False)] = None,
     ) -> ServerSentEvent:
@@ -113,4 +150,5 @@ class SessionController(Controller):
             resume_from=last_event_id or since,
             backlog=lambda cursor: container.sessions.missed_changes(identity, cursor),
             still_allowed=container.recheck(principal).holds,
+            revocations=container.revocations.watch(principal.user_id),
         )

@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.coordination import Change, Claim, ClaimConflict, Presence
+from app.coordination import Change, Claim, ClaimConflict
+from app.teams.schemas import AgentOut
 
 
 class ClaimOut(BaseModel):
@@ -98,20 +99,16 @@ class ChangeOut(BaseModel):
 class SyncResult(BaseModel):
     changes: list[ChangeOut]
     cursor: str = Field(description="Pass as `since` next time to get only newer changes.")
-
-
-class AgentOut(BaseModel):
-    agent: str
-    last_seen: datetime
-
-    @classmethod
-    def of(cls, presence: Presence) -> AgentOut:
-        return cls(agent=presence.agent, last_seen=presence.last_seen)
+    reset: bool = Field(
+        default=False,
+        description="True when the change feed was reset since `since` was issued (its store restarted without its "
+        "data): changes made before the reset may be lost; `changes` starts at the new feed's beginning.",
+    )
 
 
 class SessionStatus(BaseModel):
     session: str
-    you: str
+    you: str | None = Field(description="The agent asking; null when read without one (a dashboard or a script).")
     agents: list[AgentOut]
     claims: list[ClaimOut]
     recent_changes: list[ChangeOut]

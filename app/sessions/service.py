@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from app.accounts.principal import Principal
 from app.coordination import Coordination, Event, SessionKey
@@ -14,7 +15,6 @@ from app.errors import ValidationFailed
 from app.identity import Identity
 from app.observability.metrics import Metrics
 from app.sessions.schemas import (
-    AgentOut,
     ChangeOut,
     ClaimFilesResult,
     ClaimOut,
@@ -24,11 +24,28 @@ from app.sessions.schemas import (
     SessionStatus,
     SyncResult,
 )
+from app.teams.schemas import AgentOut
+from app.teams.service import TeamService
 
 MAX_CLAIM_MINUTES = 24 * 60
 MAX_SYNC_MINUTES = 7 * 24 * 60
 STATUS_CHANGES = 10
 MISSED_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """What a reconnecting stream missed, and whether the feed was reset under it."""
+
+    events: list[Event]
+    reset: bool
+    cursor: str
+
+
+RESET_MESSAGE = (
+    "the session's change feed was reset (its store restarted without its data): changes made before the reset may "
+    "have been lost; what follows is the new feed from its start"
+)
 
 
 def session_key(identity: Identity) -> SessionKey:
@@ -40,14 +57,19 @@ def session_key(identity: Identity) -> SessionKey:
 class SessionService:
     """Claims, changes, presence and live events for the agent an identity names."""
 
-    def __init__(self, coordination: Coordination, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, coordination: Coordination, metrics: Metrics | None = None, team: TeamService | None = None
+    ) -> None:
         self.coordination = coordination
         self.metrics = metrics
+        self.team = team
 
     async def _enter(self, identity: Identity, *, touch: bool = True) -> tuple[SessionKey, str]:
         """The session key and agent of ``identity``, marking the agent present unless the operation does so itself."""
         key = session_key(identity)
         assert identity.agent is not None
+        if self.team is not None:
+            await self.team.seen(identity)  # the registry's record of use; rate-limited per agent
         if touch:
             await self.coordination.touch(key, identity.agent)
         return key, identity.agent
@@ -112,33 +134,51 @@ class SessionService:
             since_time=None if since else utcnow() - timedelta(minutes=minutes),
             exclude_agent=None if include_own else agent,
         )
-        return SyncResult(changes=[ChangeOut.of(c) for c in page.changes], cursor=page.cursor)
+        return SyncResult(changes=[ChangeOut.of(c) for c in page.changes], cursor=page.cursor, reset=page.reset)
 
     async def status(self, principal: Principal, identity: Identity) -> SessionStatus:
-        """Who is in the session and when each was last seen, the active claims, and the latest changes."""
-        key, agent = await self._enter(identity)
-        agents = await self.coordination.presence(key)
+        """Who is in the session (role, capabilities, client, active or idle, last seen, files and task), the
+        active claims, and the latest changes. Without an agent (a dashboard, a script) it reads without joining."""
+        if identity.session is None:
+            raise ValidationFailed("a session is needed")
+        if identity.agent is not None:
+            key, _ = await self._enter(identity)
+        else:
+            key = SessionKey(identity.user_id, identity.session)
+        presence = await self.coordination.presence(key)
         claims = await self.coordination.claims(key)
         page = await self.coordination.changes(key, since_time=utcnow() - timedelta(days=7), limit=1000)
+        if self.team is not None:
+            agents = await self.team.roster(key, presence, claims)
+        else:
+            agents = [AgentOut(agent=p.agent, last_seen=p.last_seen) for p in presence]
         return SessionStatus(
             session=key.session,
-            you=agent,
-            agents=[AgentOut.of(p) for p in agents],
+            you=identity.agent,
+            agents=agents,
             claims=[ClaimOut.of(c) for c in claims],
             recent_changes=[ChangeOut.of(c) for c in page.changes[-STATUS_CHANGES:]],
         )
 
-    async def missed_changes(self, identity: Identity, since: str) -> list[Event]:
-        """Every change after cursor ``since`` (everyone's, oldest first) as live events, for a reconnecting stream."""
+    async def missed_changes(
+        self, identity: Identity, since: str | None, *, since_time: datetime | None = None
+    ) -> Missed:
+        """Every change after cursor ``since`` (or from ``since_time``; everyone's, oldest first) as live events, for
+        a (re)connecting stream; ``reset`` when the feed that cursor pointed into is gone (then the events are the
+        whole current feed)."""
         key = session_key(identity)
         missed: list[Event] = []
+        reset = False
         while True:  # bounded: the feed keeps at most about FEED_MAX_ENTRIES changes
-            page = await self.coordination.changes(key, since=since, limit=MISSED_PAGE)
+            page = await self.coordination.changes(
+                key, since=since, since_time=since_time if since is None else None, limit=MISSED_PAGE
+            )
+            reset = reset or page.reset
             missed.extend(change_event(c) for c in page.changes)
             if len(page.changes) < MISSED_PAGE:
                 break
             since = page.cursor
-        return missed
+        return Missed(missed, reset, page.cursor)
 
     def events(self, identity: Identity) -> AbstractAsyncContextManager[AsyncIterator[Event]]:
         """Live claim, release and change events of the identity's session."""

@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any
 
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from app.coordination import Event
 from app.coordination.cursors import parse_cursor
+from app.sessions.service import RESET_MESSAGE, Missed
 
 KEEPALIVE_SECONDS = 15
+# Put on a stream's queue when a revocation of its user is announced: check the credential now.
+RECHECK = object()
 
 
 def full_event(event: Event) -> dict[str, Any]:
@@ -26,19 +29,24 @@ async def event_stream(
     payload: Callable[[Event], dict[str, Any]] = full_event,
     headers: dict[str, str] | None = None,
     resume_from: str | None = None,
-    backlog: Callable[[str], Awaitable[list[Event]]] | None = None,
-    still_allowed: Callable[[], Awaitable[bool]] | None = None,
+    backlog: Callable[[str], Awaitable[Missed]] | None = None,
+    still_allowed: Callable[..., Awaitable[bool]] | None = None,
+    revocations: AbstractContextManager[asyncio.Event] | None = None,
 ) -> ServerSentEvent:
     """Enter the subscription now, so that an unreachable store fails the request instead of the stream.
 
     Change events carry their feed cursor as the SSE id. With ``resume_from`` (the cursor a reconnecting client last
     saw), ``backlog(resume_from)`` is read once subscribed and sent first, and no live change at or before what was
     sent goes out again: a client that reconnects with ``Last-Event-ID`` misses no change and sees none twice.
+
+    ``still_allowed(now=...)`` is asked at every event and keepalive, and at once whenever ``revocations`` (the
+    watch of this user's revocations) fires: a revoked credential's stream ends within moments with a ``revoked``
+    event.
     """
-    sent = parse_cursor(resume_from) if resume_from is not None else (0, 0)
+    sent = parse_cursor(resume_from) if resume_from is not None else (0, 0, 0)
     events = await subscription.__aenter__()
     try:
-        missed = await backlog(resume_from) if backlog is not None and resume_from is not None else []
+        missed = await backlog(resume_from) if backlog is not None and resume_from is not None else None
     except BaseException:
         await subscription.__aexit__(None, None, None)
         raise
@@ -49,7 +57,7 @@ async def event_stream(
 
     async def stream() -> AsyncGenerator[ServerSentEventMessage, None]:
         # A pump feeds a queue so that waiting with a timeout never cancels the subscription itself.
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        queue: asyncio.Queue[Event | object | None] = asyncio.Queue()
 
         async def pump() -> None:
             try:
@@ -58,20 +66,31 @@ async def event_stream(
             finally:
                 queue.put_nowait(None)
 
+        async def watch(revoked: asyncio.Event) -> None:
+            while True:
+                await revoked.wait()
+                revoked.clear()
+                queue.put_nowait(RECHECK)
+
         nonlocal sent
         pumping = asyncio.create_task(pump())
+        watching = asyncio.create_task(watch(revocations.__enter__())) if revocations is not None else None
         try:
             yield ServerSentEventMessage(event="ready", data=json.dumps({"session": session}))
-            for change in missed:
+            if missed is not None and missed.reset:
+                # Said before the new feed's changes, so a client knows to re-read what it caches (status, memories).
+                reset = {"message": RESET_MESSAGE, "cursor": missed.cursor}
+                yield ServerSentEventMessage(event="reset", data=json.dumps(reset))
+            for change in missed.events if missed is not None else []:
                 sent = parse_cursor(change.data["cursor"])
                 yield message(change)
             while True:
                 try:
-                    event: Event | None = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                    item: Event | object | None = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
                     idle = False
                 except TimeoutError:
-                    event, idle = None, True
-                if still_allowed is not None and not await still_allowed():
+                    item, idle = None, True
+                if still_allowed is not None and not await still_allowed(now=item is RECHECK):
                     message_text = "the credential that opened this stream was revoked or has expired"
                     yield ServerSentEventMessage(event="revoked", data=json.dumps({"message": message_text}))
                     return
@@ -79,13 +98,19 @@ async def event_stream(
                     # A comment line keeps proxies from closing an idle stream and reveals a departed client.
                     yield ServerSentEventMessage(comment="keepalive")
                     continue
-                if event is None:
+                if item is RECHECK:
+                    continue  # the credential still holds
+                if not isinstance(item, Event):
                     return
+                event = item
                 if event.kind == "change" and parse_cursor(event.data["cursor"]) <= sent:
                     continue  # already sent from the backlog
                 yield message(event)
         finally:
             pumping.cancel()
+            if watching is not None and revocations is not None:
+                watching.cancel()
+                revocations.__exit__(None, None, None)
             await subscription.__aexit__(None, None, None)
 
     return ServerSentEvent(stream(), headers=headers)

@@ -56,7 +56,14 @@ def test_a_batch_with_one_bad_item_stores_nothing(api: RunningServer) -> None:
         response = http.post("/v1/memories", json={"memories": [{"content": "fine"}, {"content": ""}]})
         assert response.status_code == 422
         assert response.json()["error"]["code"] == "invalid_request"
+        # Past schema validation too: the last item is well-formed but the service refuses it (an agent-scoped
+        # memory needs a session), after the first two were accepted: none is stored, none is searchable.
+        batch = [{"content": "the otter"}, {"content": "the beaver"}, {"content": "the heron", "scope": "agent"}]
+        refused = http.post("/v1/memories", json={"memories": batch})
+        assert refused.status_code == 422 and "needs a session" in refused.json()["error"]["message"], refused.text
         assert http.get("/v1/memories").json()["memories"] == []
+        found = http.post("/v1/memories/search", json={"query": "the otter and the beaver", "threshold": 0})
+        assert found.json()["results"] == []
 
 
 def test_get_patch_delete_and_history(api: RunningServer) -> None:
@@ -199,7 +206,9 @@ def test_missing_bad_and_revoked_keys_answer_401(api: RunningServer) -> None:
         assert missing.json()["error"]["code"] == "unauthorized"
         assert http.get("/v1/memories", headers={"Authorization": "Bearer egk_nope"}).status_code == 401
         assert http.get("/v1/memories", headers={"Authorization": "Basic abc"}).status_code == 401
-        assert http.get("/v1/memories", headers={"Authorization": f"Bearer {me.key[:-1]}x"}).status_code == 401
+        # A wrong key that is surely not the real one (flipping its last character to a different one).
+        wrong = me.key[:-1] + ("y" if me.key[-1] != "y" else "z")
+        assert http.get("/v1/memories", headers={"Authorization": f"Bearer {wrong}"}).status_code == 401
         assert http.get("/v1/memories", headers={"X-API-Key": me.key}).status_code == 200
 
     from app.accounts import service

@@ -204,7 +204,7 @@ async def test_since_time_starts_at_that_time(coord: Coordination, key: SessionK
     assert (await coord.changes(key, since_time=naive)).changes[0] == second
 
 
-@pytest.mark.parametrize("cursor", ["", "abc", "1-2-3", "-1-0", "12", "1.5-0", "99999999999999999999999-0"])
+@pytest.mark.parametrize("cursor", ["", "abc", "1-2-3", "-1-0", "12", "1.2.5-0", "a.5-0", "99999999999999999999999-0"])
 async def test_invalid_cursor_is_a_validation_error(coord: Coordination, key: SessionKey, cursor: str) -> None:
     with pytest.raises(ValidationFailed, match="invalid cursor"):
         await coord.changes(key, since=cursor)
@@ -261,7 +261,46 @@ async def test_presence_expires(make_backend: MakeBackend, key: SessionKey) -> N
     await eventually(gone)
 
 
+async def test_forget_drops_an_agent_until_it_acts_again(coord: Coordination, key: SessionKey) -> None:
+    await coord.touch(key, "alice")
+    await coord.claim(key, "bob", ["b.py"])
+    await coord.forget(key, "alice")
+    assert [p.agent for p in await coord.presence(key)] == ["bob"]
+    await coord.forget(key, "nobody")  # forgetting an agent never seen is harmless
+    await coord.forget(other_key(key, session="other"), "bob")  # another session's presence is its own
+    assert [p.agent for p in await coord.presence(key)] == ["bob"]
+    await coord.broadcast(key, "alice", [], "back")
+    assert {p.agent for p in await coord.presence(key)} == {"alice", "bob"}
+    with pytest.raises(ValidationFailed, match="agent"):
+        await coord.forget(key, "")
+
+
 # --- live events ----------------------------------------------------------------------------------------------------
+
+
+async def test_published_events_reach_every_instance_subscribed_to_that_session_only(
+    make_backend: MakeBackend, key: SessionKey
+) -> None:
+    first = await make_backend()
+    # With Redis a second backend is a second server instance; in-process there is only one instance.
+    second = await make_backend() if first.name == "redis" else first
+    at = datetime.now(UTC)
+    message = Event(kind="message", agent="alice", data={"id": 7, "content": "hi", "recipients": ["bob"]}, at=at)
+    task = Event(kind="task", agent="bob", data={"action": "completed", "tasks": ["t1"], "unblocked": ["t2"]}, at=at)
+    async with first.subscribe(key) as here, second.subscribe(key) as there:
+        await second.publish(other_key(key, session="other"), task)  # another session: never seen here
+        await second.publish(key, message)
+        await first.publish(key, task)
+        for events in (here, there):
+            received = []
+            with anyio.fail_after(5):
+                async for event in events:
+                    received.append(event)
+                    if len(received) == 2:
+                        break
+            assert received == [message, task]
+    with pytest.raises(ValidationFailed, match="session"):
+        await first.publish(SessionKey("u", ""), task)
 
 
 async def test_subscribe_gets_own_session_events_only(coord: Coordination, key: SessionKey) -> None:

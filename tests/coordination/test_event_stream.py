@@ -8,9 +8,10 @@ import anyio
 import pytest
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from app.coordination import Coordination, Event, SessionKey
+from app.coordination import Coordination, SessionKey
 from app.coordination.cursors import START
 from app.coordination.events import change_event
+from app.sessions.service import Missed
 from app.sessions.sse import event_stream
 
 pytestmark = pytest.mark.anyio
@@ -35,10 +36,11 @@ async def summaries(response: ServerSentEvent, wanted: int) -> list[str]:
 
 
 async def test_a_change_made_while_the_backlog_is_read_is_sent_once(coord: Coordination, key: SessionKey) -> None:
-    async def backlog(cursor: str) -> list[Event]:
+    async def backlog(cursor: str) -> Missed:
         # Lands after the stream subscribed and before it reads the feed: it is in the backlog and on the live channel.
         await coord.broadcast(key, "alice", [], "raced")
-        return [change_event(c) for c in (await coord.changes(key, since=cursor)).changes]
+        page = await coord.changes(key, since=cursor)
+        return Missed([change_event(c) for c in page.changes], page.reset, page.cursor)
 
     await coord.broadcast(key, "alice", [], "missed")
     stream = await event_stream(coord.subscribe(key), key.session, resume_from=START, backlog=backlog)

@@ -31,6 +31,15 @@ class Proxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._drop_next_reply = False
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+
+    def hang(self) -> None:
+        """Keep every connection open but forward nothing, as a Redis stopped with SIGSTOP does."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
 
     def drop_next_reply(self) -> None:
         """Let the next command reach Redis, then cut the connection instead of delivering its reply."""
@@ -61,6 +70,7 @@ class Proxy:
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, replies: bool = False) -> None:
         try:
             while data := await reader.read(65536):
+                await self._flowing.wait()
                 if replies and self._drop_next_reply:
                     self._drop_next_reply = False
                     break
@@ -164,3 +174,44 @@ async def test_a_lost_reply_does_not_apply_a_call_twice(redis_url: str, prefix: 
         released = await coord.release(key, "alice", ["a.py"])
         assert (released.released, released.not_held) == (["a.py"], [])
         assert await coord.claims(key) == []
+
+
+async def test_a_hung_redis_fails_the_first_call_within_the_budget_and_the_rest_at_once(
+    redis_url: str, prefix: str
+) -> None:
+    key = SessionKey(f"u-{uuid.uuid4().hex[:8]}", "hung")
+    async with proxied_backend(redis_url, prefix) as (proxy, coord):
+        await coord.claim(key, "alice", ["a.py"])
+        async with coord.subscribe(key) as events:
+            proxy.hang()
+            started = time.monotonic()
+            with anyio.fail_after(10), pytest.raises(CoordinationUnavailable):
+                await coord.claim(key, "bob", ["b.py"])
+            first = time.monotonic() - started
+            # The command timeout is 2 s, retries included (before the breaker, a hung Redis took 19 s here).
+            assert first < 4.0, f"the first call took {first:.2f} s"  # a 2 s budget, and slack for a busy machine
+            # A live subscription gets nothing from a hung Redis, not even an error: the breaker ends it.
+            with anyio.fail_after(5), pytest.raises(CoordinationUnavailable):
+                await anext(events)
+        # (ping is the probe itself: it asks Redis, and is what readiness asks only while the breaker is closed.)
+        for call in (
+            lambda: coord.claims(key),
+            lambda: coord.broadcast(key, "bob", [], "x"),
+            lambda: coord.touch(key, "c"),
+        ):
+            started = time.monotonic()
+            with anyio.fail_after(10), pytest.raises(CoordinationUnavailable, match="not answering"):
+                await call()
+            assert time.monotonic() - started < 1.0, "with the breaker open a call fails without waiting on Redis"
+
+        proxy.resume()
+        # The breaker's watchdog notices on its own that Redis answers again; no call has to find out first.
+        with anyio.fail_after(5):
+            while True:
+                try:
+                    # bob's claim may have been applied: it sat in Redis's socket until it woke (a timeout is an
+                    # unknown outcome, as with any store); alice's is there either way.
+                    assert "a.py" in [c.path for c in await coord.claims(key)]
+                    break
+                except CoordinationUnavailable:
+                    await anyio.sleep(0.05)

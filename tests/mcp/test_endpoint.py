@@ -263,3 +263,35 @@ def test_protocol_errors_are_json_rpc_errors_never_500(api: RunningServer) -> No
     assert unknown_tool.json()["error"]["code"] == -32602 and "fly" in unknown_tool.json()["error"]["message"]
     bad_params = post(url, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {}}, me.key, session=sid)
     assert bad_params.status_code == 200 and bad_params.json()["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize(
+    "method", ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"]
+)
+def test_methods_the_stateless_revision_removed_are_not_found_under_it(api: RunningServer, method: str) -> None:
+    me = make_account(api)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"_meta": meta, "protocolVersion": "2026-07-28", "capabilities": {}, "clientInfo": {"name": "x"}}
+    headers = {
+        "Authorization": f"Bearer {me.key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+    }
+    response = httpx.post(
+        mcp_url(api, me.user_id), json={"jsonrpc": "2.0", "id": 7, "method": method, "params": params}, headers=headers
+    )
+    assert response.status_code == 404, response.text
+    assert response.json()["id"] == 7 and response.json()["error"]["code"] == -32601
+    # The same method without the stateless envelope is the handshake era's, and works as it always did.
+    if method == "initialize":
+        older = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}
+        headers.pop("MCP-Protocol-Version")
+        legacy = httpx.post(
+            mcp_url(api, me.user_id),
+            json={"jsonrpc": "2.0", "id": 8, "method": method, "params": older},
+            headers=headers,
+        )
+        assert legacy.status_code == 200 and legacy.json()["result"]["protocolVersion"] == "2025-11-25"

@@ -52,7 +52,7 @@ async def test_session_resources_are_listed_and_read_only_in_their_own_session(a
         connect(api, me.key, me.user_id, mode=MODERN) as plain,
     ):
         listed = {str(r.uri) for r in (await a.list_resources()).resources}
-        assert listed == {status_uri, changes_uri}
+        assert listed == {status_uri, changes_uri, "engram://sessions/web/inbox", "engram://sessions/web/tasks"}
         assert (await plain.list_resources()).resources == []
 
         await call(a, "session_broadcast_change", file_paths=["a.py"], changes_summary="made a.py")

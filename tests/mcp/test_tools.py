@@ -18,6 +18,15 @@ SESSION_TOOLS = [
     "session_release_files",
     "session_broadcast_change",
     "session_sync_changes",
+    "session_join",
+    "session_leave",
+    "session_send_message",
+    "session_inbox",
+    "session_task_create",
+    "session_task_claim",
+    "session_task_complete",
+    "session_task_release",
+    "session_task_list",
 ]
 
 
@@ -60,7 +69,7 @@ async def test_session_mode_lists_session_tools_first_and_names_the_agent(api: R
     async with connect(api, me.key, session_id(me.user_id, "webscraper", "research")) as client:
         tools = (await client.list_tools()).tools
         assert client.instructions is not None and "`research`" in client.instructions
-    assert [t.name for t in tools] == SESSION_TOOLS + MEMORY_TOOLS
+    assert [t.name for t in tools] == SESSION_TOOLS + MEMORY_TOOLS + ["index_files"]
     assert tools[0].description is not None
     assert tools[0].description.startswith("You are agent `research` in session `webscraper`")
 

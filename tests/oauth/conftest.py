@@ -207,3 +207,91 @@ def set_token_scope(server: RunningServer, access_token: str, scope: str) -> Non
             await session.execute(query.values(scope=scope))
 
     server.run(run())
+
+
+def sync_resource(server: RunningServer) -> str:
+    return f"{server.base_url}/sync/v1"
+
+
+def make_sync_client(server: RunningServer, user_id: str, name: str = "build server") -> dict[str, str]:
+    """A sync client, made by the same service as `engram sync clients create` (tests/oauth/test_sync_scope.py runs
+    the command itself)."""
+    from app.oauth import machine_clients
+
+    async def create() -> dict[str, str]:
+        async with server.container.db.session() as session:
+            created = await machine_clients.create_sync_client(session, user_id, name)
+        return created.as_json()
+
+    result: dict[str, str] = server.run(create())
+    return result
+
+
+def sync_token(server: RunningServer, client: dict[str, str], **extra: str) -> httpx.Response:
+    """client_credentials for a sync client (the resource defaults to the sync resource)."""
+    data = {"grant_type": "client_credentials", **extra}
+    return token_request(server, data, auth=(client["client_id"], client["client_secret"]))
+
+
+def authenticate(server: RunningServer, token: str, resource: str) -> Any:
+    """What the edge's sync endpoints do with a request's credential: the Principal, or the AppError it raised."""
+    from app.errors import AppError
+
+    async def run() -> Any:
+        try:
+            return await server.container.authenticator.authenticate({"authorization": f"Bearer {token}"}, resource)
+        except AppError as exc:
+            return exc
+
+    return server.run(run())
+
+
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+def register_device(server: RunningServer, name: str = "ada's laptop", **metadata: Any) -> dict[str, Any]:
+    """A node's client: public, named after the device, for the device grant and refresh, scope sync."""
+    fields: dict[str, Any] = {
+        "client_name": name,
+        "redirect_uris": None,
+        "grant_types": [DEVICE_GRANT, "refresh_token"],
+        "token_endpoint_auth_method": "none",
+        "scope": "sync",
+        **metadata,
+    }
+    return register(server, **fields)
+
+
+def start_device(server: RunningServer, client_id: str, **extra: str) -> httpx.Response:
+    with server.client() as http:
+        return http.post("/oauth/device_authorization", data={"client_id": client_id, **extra})
+
+
+def poll_device(server: RunningServer, client_id: str, device_code: str, **extra: str) -> httpx.Response:
+    return token_request(
+        server, {"grant_type": DEVICE_GRANT, "device_code": device_code, "client_id": client_id, **extra}
+    )
+
+
+def decide_device(browser: Browser, user_code: str, decision: str = "approve") -> httpx.Response:
+    """Open verification_uri_complete as the logged-in browser and press a button on the device's consent page."""
+    page = browser.get("/device", params={"user_code": user_code})
+    return browser.post("/device", {**consent_form(page), "decision": decision})
+
+
+def expire_device_code(server: RunningServer, device_code: str) -> None:
+    """Move a device code's expiry into the past, as fifteen minutes passing would."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from app.db import utcnow
+    from app.oauth.credentials import digest
+    from app.oauth.models import OAuthDeviceCode
+
+    async def run() -> None:
+        async with server.container.db.session() as session:
+            query = update(OAuthDeviceCode).where(OAuthDeviceCode.id == digest(device_code))
+            await session.execute(query.values(expires_at=utcnow() - timedelta(seconds=1)))
+
+    server.run(run())

@@ -18,7 +18,7 @@ def test_authorization_server_metadata_names_every_endpoint_and_only_s256(api: R
     assert metadata["token_endpoint"] == f"{api.base_url}/oauth/token"
     assert metadata["registration_endpoint"] == f"{api.base_url}/oauth/register"
     assert metadata["code_challenge_methods_supported"] == ["S256"]
-    assert metadata["scopes_supported"] == ["memories:read", "memories:write"]
+    assert metadata["scopes_supported"] == ["memories:read", "memories:write", "sync"]
     assert metadata["client_id_metadata_document_supported"] is True
     assert metadata["authorization_response_iss_parameter_supported"] is True
 

@@ -66,6 +66,11 @@ def test_a_registration_body_that_is_not_a_json_object_is_refused(api: RunningSe
         ("https://user@app.example/cb", "must not carry user information"),
         ("https:///cb", "has no host"),
         ("http://app.example/cb", "only allowed on 127.0.0.1"),
+        # These two once answered 500 at /oauth/authorize (U+2028) or dropped the connection there (a NUL).
+        ("https://app.example/cb\u2028x", "printable ASCII"),
+        ("https://app.example/cb\x00", "printable ASCII"),
+        ("https://app.example/c b", "printable ASCII"),
+        ("https://app.example/" + "x" * 2000, "longer than 2000"),
     ],
 )
 def test_a_refused_redirect_uri_gets_engrams_own_reason(api: RunningServer, uri: str, problem: str) -> None:
@@ -74,6 +79,28 @@ def test_a_refused_redirect_uri_gets_engrams_own_reason(api: RunningServer, uri:
     error = response.json()
     assert error["error"] == "invalid_client_metadata" and problem in error["error_description"], error
     assert "Invalid claim" not in error["error_description"]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "problem"),
+    [
+        ({"redirect_uris": [f"https://app.example/cb{i}" for i in range(11)]}, "redirect_uris may hold at most 10"),
+        ({"client_name": "n" * 201}, "client_name is longer than 200"),
+        ({"client_uri": "https://app.example/" + "x" * 2000}, "client_uri is longer than 2000"),
+        ({"contacts": [f"a{i}@example.test" for i in range(11)]}, "contacts may hold at most 10"),
+        ({"client_name": "bad\x00name"}, "client_name must not contain NUL"),
+    ],
+)
+def test_client_metadata_is_bounded(api: RunningServer, metadata: dict[str, Any], problem: str) -> None:
+    body = {"redirect_uris": ["https://app.example/cb"], "token_endpoint_auth_method": "none", **metadata}
+    response = _register(api, body)
+    assert response.status_code == 400, response.text
+    assert problem in response.json()["error_description"], response.text
+
+
+def test_ten_redirect_uris_are_allowed(api: RunningServer) -> None:
+    uris = [f"https://app.example/cb{i}" for i in range(10)]
+    assert _register(api, {"redirect_uris": uris, "token_endpoint_auth_method": "none"}).status_code == 201
 
 
 def test_a_native_app_registers_a_private_use_scheme_and_gets_its_code_there(api: RunningServer, user: Browser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.oauth import resources
+from app.oauth import resources, scopes
 from app.oauth.clients import redirect_uri_matches, redirect_uri_problem
 
 BASE = "https://engram.example"
@@ -17,6 +17,40 @@ def test_an_mcp_url_belongs_to_the_user_in_it_including_virtual_ids() -> None:
     assert resources.allowed_for(BASE, f"{BASE}/v1", "u_1") == resources.Resource(f"{BASE}/v1", None)
     assert resources.allowed_for(BASE, "https://evil.example/v1", "u_1") is None
     assert resources.allowed_for(BASE, f"{BASE}/v1?x=1", "u_1") is None
+
+
+def test_the_sync_resource_belongs_to_whoever_holds_the_token() -> None:
+    sync = resources.allowed_for(BASE, f"{BASE}/sync/v1/", "u_1")
+    assert sync == resources.Resource(f"{BASE}/sync/v1", None, sync=True)
+    assert resources.parse(BASE, f"{BASE}/sync/v1/push") is None
+    assert resources.parse(BASE, f"{BASE}/sync") is None
+    assert resources.metadata_url(f"{BASE}/sync/v1") == f"{BASE}/.well-known/oauth-protected-resource/sync/v1"
+
+
+@pytest.mark.parametrize(
+    ("requested", "client_scope", "sync", "granted"),
+    [
+        (None, None, False, "memories:read memories:write"),
+        (None, None, True, None),  # a client without a scope never gets sync
+        (None, "sync", True, "sync"),
+        (None, "sync", False, None),
+        ("memories:read sync", "memories:read sync", False, "memories:read"),
+        ("memories:read sync", "memories:read sync", True, "sync"),
+        ("memories:write", "memories:read", False, None),
+        ("sync", "memories:read memories:write", True, None),
+    ],
+)
+def test_scopes_granted_on_a_resource_are_that_resources_only(
+    requested: str | None, client_scope: str | None, sync: bool, granted: str | None
+) -> None:
+    assert scopes.grantable(requested, client_scope, sync) == granted
+
+
+def test_a_principal_gets_the_scopes_of_the_resource_it_acts_on() -> None:
+    assert scopes.principal_scopes("sync", sync=True) == frozenset({"sync"})
+    assert scopes.principal_scopes("sync", sync=False) == frozenset()
+    assert scopes.principal_scopes("memories:write", sync=True) == frozenset()
+    assert scopes.principal_scopes("memories:write sync", sync=False) == frozenset({"read", "write"})
 
 
 def test_percent_encoding_is_canonical() -> None:

@@ -129,3 +129,45 @@ async def test_the_memory_quota_over_mcp_is_a_json_rpc_error(limited: RunningSer
     assert refused.value.error.code == -32029
     assert "stores at most 3 memories" in refused.value.error.message
     assert refused.value.error.data["code"] == "quota_exceeded"
+
+
+TWENTY = {"free": {"requests_per_minute": 10_000, "key_requests_per_minute": 10_000, "max_memories": 20}}
+
+
+@pytest.fixture(scope="module", params=["postgres", "sqlite"])
+def twenty(
+    request: pytest.FixtureRequest, embedder: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    """A server whose plan stores 20 memories, on each database."""
+    from app.migrate import upgrade_to_head
+
+    tmp = tmp_path_factory.mktemp(f"twenty-{request.param}")
+    if request.param == "postgres":
+        url = request.getfixturevalue("pg_database_url")
+    else:
+        url = f"sqlite+aiosqlite:///{tmp / 'engram.db'}"
+        upgrade_to_head(url)
+    with serve(_settings(tmp, url, plans=TWENTY), embedder=embedder) as server:  # type: ignore[arg-type]
+        yield server
+
+
+def test_concurrent_writes_cannot_overrun_the_memory_quota(twenty: RunningServer) -> None:
+    """Eight concurrent batches of five against a quota of 20: exactly four fit, and exactly 20 are stored."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    me = make_account(twenty)
+
+    def add(batch: int) -> int:
+        memories = [{"content": f"batch {batch} fact {i}"} for i in range(5)]
+        with twenty.client(me.key) as http:
+            return http.post("/v1/memories", json={"memories": memories}).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = sorted(pool.map(add, range(8)))
+    assert statuses == [201] * 4 + [429] * 4
+    with twenty.client(me.key) as http:
+        stored = http.get("/v1/memories", params={"limit": 200}).json()["memories"]
+        assert len(stored) == 20
+        # The index holds exactly what the database does: a refused batch left nothing searchable behind.
+        found = http.post("/v1/memories/search", json={"query": "batch fact", "limit": 100, "threshold": 0}).json()
+    assert len(found["results"]) == 20
