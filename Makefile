@@ -12,8 +12,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# Another port or address: `make run PORT=8001` (or ENGRAM_PORT / ENGRAM_HOST in the environment).
+ifdef PORT
+export ENGRAM_PORT := $(PORT)
+endif
+
 run: $(STAMP)
 	$(BIN)/engram migrate
+	@echo "Engram: serving http://$${ENGRAM_HOST:-127.0.0.1}:$${ENGRAM_PORT:-8000} (another port: make run PORT=8001)"
 	$(BIN)/engram serve
 
 test: $(STAMP)
