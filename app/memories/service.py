@@ -122,7 +122,7 @@ def to_indexed(record: MemoryRecord, context: str | None = None) -> IndexedMemor
     )
 
 
-async def _with_context(session: AsyncSession, records: Sequence[MemoryRecord]) -> list[IndexedMemory]:
+async def with_context(session: AsyncSession, records: Sequence[MemoryRecord]) -> list[IndexedMemory]:
     """Records as the index holds them: each with its neighbour context (see ``lexical``)."""
     out = []
     for r in records:
@@ -593,7 +593,7 @@ class MemoryService:
                     scope, key, role, detail = promotion
                     record.scope, record.visibility, record.role = scope, key, role
                     # The point's visibility key changes, so the whole point is written again.
-                    await self.engine.upsert([to_indexed(record)])
+                    await self.engine.upsert(await with_context(session, [record]))
                     session.add(
                         MemoryEvent(
                             memory_id=record.id,
@@ -690,7 +690,7 @@ class MemoryService:
             return
         try:
             async with self.db.session() as session:
-                indexed = await _with_context(session, records)
+                indexed = await with_context(session, records)
             await self.engine.upsert(indexed)
         except Exception:  # repair at the next start restores what this could not
             log.warning("could not restore %d memories to the index", len(records), exc_info=True)
@@ -734,7 +734,7 @@ class MemoryService:
         total = 0
         async with self.db.session() as session:
             async for batch in repository.stream_live(session):
-                await self.engine.upsert(await _with_context(session, batch))
+                await self.engine.upsert(await with_context(session, batch))
                 total += len(batch)
         return total
 
@@ -747,7 +747,7 @@ class MemoryService:
         orphans = sorted(indexed - live)
         for start in range(0, len(missing), 500):
             async with self.db.session() as session:
-                rows = await _with_context(session, await repository.by_ids(session, missing[start : start + 500]))
+                rows = await with_context(session, await repository.by_ids(session, missing[start : start + 500]))
             await self.engine.upsert(rows)
         if orphans:
             await self.engine.purge(orphans)

@@ -22,7 +22,7 @@ from app.db import Database, utcnow
 from app.errors import Conflict, Forbidden, MemoryTooLarge, ValidationFailed
 from app.memories.engine import IndexedMemory, MemoryEngine
 from app.memories.models import MemoryEvent, MemoryRecord
-from app.memories.service import to_indexed
+from app.memories.service import with_context
 from app.quotas.service import Quotas
 from app.sync import hlc as hlc_codec
 from app.sync.changelog import DELETE, UPSERT, ChangeLog, Op
@@ -123,7 +123,8 @@ class Applier:
                 for row in rows.values():
                     if row.user_id != user_id:
                         raise Forbidden(f"memory {row.id} cannot be written with this account's credentials")
-                before = {mid: (to_indexed(r) if r.deleted_at is None else None) for mid, r in rows.items()}
+                held = await with_context(session, [r for r in rows.values() if r.deleted_at is None])
+                before = {mid: None for mid in rows} | {m.id: m for m in held}
                 # Nothing reaches the database before the quota is reserved: it counts what is stored already.
                 with session.no_autoflush:
                     for change in sorted(batch, key=lambda c: c.version):
@@ -134,7 +135,7 @@ class Applier:
                     await session.flush()
                     await _insert_events(session, plan.events)
                     index_touched = True
-                    await self._index(plan, before)
+                    await self._index(session, plan, before)
                     records = list(plan.changed.values())
                     await self.changes.append(session, records, [plan.ops[r.id] for r in records], source=source)
                 elif plan.events:
@@ -253,13 +254,13 @@ class Applier:
         lost = change.record.content if change.op == UPSERT else None
         plan.events.append(_event(record, "CONFLICT", actor, old_content=lost, new_content=winner))
 
-    async def _index(self, plan: _Plan, before: dict[str, IndexedMemory | None]) -> None:
+    async def _index(self, session: AsyncSession, plan: _Plan, before: dict[str, IndexedMemory | None]) -> None:
         if self.engine is None:
             return
         live = [r for r in plan.changed.values() if r.deleted_at is None]
         gone = [mid for mid, r in plan.changed.items() if r.deleted_at is not None and before.get(mid) is not None]
         if live:
-            await self.engine.upsert([to_indexed(r) for r in live], vectors=plan.vectors)
+            await self.engine.upsert(await with_context(session, live), vectors=plan.vectors)
         if gone:
             await self.engine.purge(gone)
 

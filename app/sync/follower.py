@@ -25,7 +25,7 @@ from sqlalchemy import select
 from app.db import Database
 from app.memories.engine import MemoryEngine
 from app.memories.models import MemoryRecord
-from app.memories.service import to_indexed
+from app.memories.service import with_context
 from app.sync.changelog import ChangeFeed, head
 from app.sync.models import MemoryChange
 
@@ -149,7 +149,7 @@ class LogFollower:
             async with self.db.session() as session:
                 # Index maintenance across tenants, like repair: every id comes from our own log.
                 found = await session.execute(select(MemoryRecord).where(MemoryRecord.id.in_(ids)))
-                live = [to_indexed(r) for r in found.scalars() if r.deleted_at is None]
+                live = await with_context(session, [r for r in found.scalars() if r.deleted_at is None])
             indexed = await self.engine.vectors(ids)
             stale = [m for m in live if m.id not in indexed or indexed[m.id][0] != m]
             if stale:

@@ -257,3 +257,28 @@ async def test_role_and_private_memories_keep_their_reach_through_sync(tmp_path:
         assert (sent.record.scope, sent.record.role, sent.record.visibility) == ("role", "reviewer", "private")
         with pytest.raises(ValueError):  # a role scope names its role
             change(memory, 2, "n_a", scope="role", session="s1", agent="a1")
+
+
+@pytest.mark.anyio
+async def test_a_synced_memory_is_indexed_with_its_neighbour_like_a_local_write(tmp_path: Path, embedder: Any) -> None:
+    async with open_node(node_settings(tmp_path), embedder) as node:
+        here, there = await node.user(), await node.user()
+        question = await node.add(here, "Which database do we use in production?")
+        answer = await node.add(here, "PostgreSQL 16, on a managed instance")
+        local = {r.id: r for r in await node.records(here.user_id)}
+        synced = {question: str(uuid.uuid4()), answer: str(uuid.uuid4())}
+        batch = [
+            change(
+                synced[mid],
+                n + 1,
+                "n_a",
+                content=local[mid].content,
+                created_at=local[mid].created_at.isoformat(),
+                updated_at=local[mid].updated_at.isoformat(),
+            )
+            for n, mid in enumerate((question, answer))
+        ]
+        await node.sync.applier.apply(there.user_id, received(node, batch))
+        held = await node.container.engine.vectors([answer, synced[answer]])
+        assert held[answer][0].context == "Which database do we use in production?"
+        assert held[synced[answer]][0].context == held[answer][0].context
