@@ -139,11 +139,6 @@ def _point(point_id: str, vector: Sequence[float], payload: dict[str, Any]) -> q
     return qe.Point(point_id, vectors, payload)
 
 
-def _lexical_of(vectors: Any) -> lexical.Sparse | None:
-    found = vectors.get(hybrid.LEXICAL) if isinstance(vectors, dict) else None
-    return None if found is None else lexical.Sparse(list(found.indices), list(found.values))
-
-
 def _dense_only(shard_path: Path) -> bool:
     """Whether the shard at ``shard_path`` exists and was made without the lexical vector."""
     config_file = shard_path / "edge_config.json"
@@ -252,7 +247,7 @@ class EdgeVectorStore(VectorStoreBase):
                     self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, edge_filter, with_payload=False)
                 )
             )
-            sparse = hybrid.expand(sparse, [_lexical_of(h.vector) for h in first])
+            sparse = hybrid.expand(sparse, [hybrid.lexical_of(h.vector) for h in first])
         request = self._hybrid(dense, sparse, limit, edge_filter, with_payload=True)
         hits = self._read(lambda shard: shard.query(request))
         return [StoredPoint(str(h.id), dict(h.payload or {}), h.score) for h in hits]

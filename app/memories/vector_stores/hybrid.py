@@ -44,6 +44,12 @@ def dense_of(vectors: Any) -> list[float] | None:
     return None
 
 
+def lexical_of(vectors: Any) -> lexical.Sparse | None:
+    """The lexical vector of a point as a store returns it (both clients give ``indices`` and ``values``), if any."""
+    found = vectors.get(LEXICAL) if isinstance(vectors, dict) else None
+    return None if found is None else lexical.Sparse(list(found.indices), list(found.values))
+
+
 def dense_prefetch(limit: int) -> int:
     return max(DENSE_PREFETCH, 4 * limit)
 

@@ -92,11 +92,6 @@ def _point(point_id: str, vector: Sequence[float], payload: dict[str, Any]) -> m
     return models.PointStruct(id=point_id, vector=vectors, payload=payload)
 
 
-def _lexical_of(vectors: Any) -> lexical.Sparse | None:
-    found = vectors.get(hybrid.LEXICAL) if isinstance(vectors, dict) else None
-    return None if found is None else lexical.Sparse(builtins.list(found.indices), builtins.list(found.values))
-
-
 class ServerQdrantStore(Qdrant):
     """mem0's own Qdrant store with Engram's payload indexes and filter grammar.
 
@@ -190,7 +185,7 @@ class ServerQdrantStore(Qdrant):
         sparse = lexical.query_vector(query or "")
         if sparse.indices:
             first = self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, query_filter, with_payload=False)
-            sparse = hybrid.expand(sparse, [_lexical_of(p.vector) for p in first])
+            sparse = hybrid.expand(sparse, [hybrid.lexical_of(p.vector) for p in first])
         return self._hybrid(dense, sparse, limit, query_filter, with_payload=True)
 
     def _hybrid(
