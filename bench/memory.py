@@ -3,8 +3,9 @@
     .venv/bin/python bench/memory.py [--scales 10000,100000] [--tenants 100] [--ops 300]
 
 For each scale it builds a fresh embedded deployment (SQLite + qdrant-edge) holding N memories across the tenants,
-measures the in-process baseline on it, then starts `engram serve` on the same data and repeats the operations over
-HTTP. Figures are per-operation latencies of sequential calls; ratios compare HTTP with in-process in the same run.
+starts `engram serve` on it, and times each operation in-process (on a copy of the data) and over HTTP in turn, one
+call each, so that both see the machine in the same state. Figures are per-operation latencies of sequential calls;
+ratios compare HTTP with in-process in the same run.
 
 The N background memories are real rows and real index points, but their vectors are reused from a pool of embedded
 sentences (with a little noise) so that filling 100k takes seconds instead of the ~8 minutes embedding them would;
@@ -17,13 +18,15 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -204,16 +207,18 @@ def populate(data_dir: Path, n: int, tenants: int, embedder: OnnxMiniLMEmbedder,
     return [Tenant(p[0]["id"], p[2]) for p in people]
 
 
-def in_process(data_dir: Path, tenants: list[Tenant], embedder: OnnxMiniLMEmbedder, ops: int) -> dict[str, Stats]:
-    """The baseline: our embedder and the vector store, called directly."""
+Ops = dict[str, Callable[[], object]]
+
+
+@contextmanager
+def in_process(data_dir: Path, tenants: list[Tenant], embedder: OnnxMiniLMEmbedder) -> Iterator[Ops]:
+    """The baseline: our embedder and the vector store, called directly, on a copy of the data."""
     from app.memories.points import IndexedMemory, to_payload
     from app.memories.vector_stores import EdgeVectorStore
 
     rng = random.Random(1)
     store = EdgeVectorStore(collection_name="engram_memories", path=str(data_dir / "qdrant-edge"))
     now = datetime.now(UTC).isoformat()
-
-    added: list[str] = []
 
     def add() -> None:
         tenant = rng.choice(tenants)
@@ -222,7 +227,6 @@ def in_process(data_dir: Path, tenants: list[Tenant], embedder: OnnxMiniLMEmbedd
         memory_id = str(uuid.uuid4())
         record = IndexedMemory(memory_id, tenant.user_id, "user", "user", None, None, text, [], {}, now)
         store.insert([vector], [to_payload(record)], [memory_id])
-        added.append(memory_id)
 
     def search() -> None:
         # What the default search computes: the query embedded, then the store's hybrid query (both passes).
@@ -232,16 +236,15 @@ def in_process(data_dir: Path, tenants: list[Tenant], embedder: OnnxMiniLMEmbedd
         filters = {"user_id": tenant.user_id, "visibility": {"in": ["user"]}}
         store.search(text, vector, top_k=10, filters=filters)
 
-    timed(search, 20)  # warm-up
-    result = {"add": Stats("add", timed(add, ops)), "search": Stats("search", timed(search, ops))}
-    for memory_id in added:  # they have no database rows: leave the index as the server expects it
-        store.delete(memory_id)
-    store.close()
-    return result
+    try:
+        yield {"add": add, "search": search}
+    finally:
+        store.close()
 
 
-def over_http(data_dir: Path, tenants: list[Tenant], ops: int, embed_threads: int) -> dict[str, Stats]:
-    """The same operations through `engram serve` over HTTP on 127.0.0.1."""
+@contextmanager
+def over_http(data_dir: Path, tenants: list[Tenant], embed_threads: int) -> Iterator[tuple[str, Ops]]:
+    """The same operations through `engram serve` over HTTP on 127.0.0.1; yields its base URL and the operations."""
     from tests.harness import free_port
 
     port = free_port()
@@ -253,6 +256,7 @@ def over_http(data_dir: Path, tenants: list[Tenant], ops: int, embed_threads: in
     env.pop("ENGRAM_REDIS_URL", None)
     server = subprocess.Popen([str(Path(sys.executable).with_name("engram")), "serve"], env=env)
     base = f"http://127.0.0.1:{port}"
+    clients: dict[str, httpx.Client] = {}
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -265,9 +269,8 @@ def over_http(data_dir: Path, tenants: list[Tenant], ops: int, embed_threads: in
                 raise RuntimeError("server did not come up")
             time.sleep(0.2)
         rng = random.Random(1)
-        clients = {
-            t.user_id: httpx.Client(base_url=base, headers={"Authorization": f"Bearer {t.key}"}) for t in tenants
-        }
+        for t in tenants:
+            clients[t.user_id] = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {t.key}"})
 
         def add() -> None:
             tenant = rng.choice(tenants)
@@ -279,15 +282,26 @@ def over_http(data_dir: Path, tenants: list[Tenant], ops: int, embed_threads: in
             response = clients[tenant.user_id].post("/v1/memories/search", json={"query": sentence(rng), "limit": 10})
             assert response.status_code == 200, response.text
 
-        timed(search, 20)
-        result = {"add": Stats("add", timed(add, ops)), "search": Stats("search", timed(search, ops))}
-        result["concurrent"] = concurrent_searches(base, tenants, ops)
+        yield base, {"add": add, "search": search}
+    finally:
         for client in clients.values():
             client.close()
-        return result
-    finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def side_by_side(base: Ops, http: Ops, ops: int) -> tuple[dict[str, Stats], dict[str, Stats]]:
+    """Each operation in-process and over HTTP in turn, so that both see the machine in the same state."""
+    timed(base["search"], 20)  # warm-up
+    timed(http["search"], 20)
+    base_stats: dict[str, Stats] = {}
+    http_stats: dict[str, Stats] = {}
+    for op in ("add", "search"):
+        base_stats[op], http_stats[op] = Stats(op, []), Stats(op, [])
+        for _ in range(ops):
+            base_stats[op].samples += timed(base[op], 1)
+            http_stats[op].samples += timed(http[op], 1)
+    return base_stats, http_stats
 
 
 def concurrent_searches(base: str, tenants: list[Tenant], ops: int, width: int = 50) -> Stats:
@@ -358,8 +372,15 @@ def main() -> None:
             started = time.perf_counter()
             tenants = populate(data_dir, scale, args.tenants, embedder, random.Random(scale))
             print(f"populated {scale:,} memories in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-            base = in_process(data_dir, tenants, embedder, args.ops)
-            http = over_http(data_dir, tenants, args.ops, args.embed_threads)
+            # The baseline works on a copy: the server holds the index of data_dir.
+            shutil.copytree(data_dir, data_dir.with_name(data_dir.name + "-baseline"))
+            with (
+                in_process(data_dir.with_name(data_dir.name + "-baseline"), tenants, embedder) as base_ops,
+                over_http(data_dir, tenants, args.embed_threads) as (url, http_ops),
+            ):
+                base, http = side_by_side(base_ops, http_ops, args.ops)
+                http["concurrent"] = concurrent_searches(url, tenants, args.ops)
+            shutil.rmtree(data_dir.with_name(data_dir.name + "-baseline"))
             report(scale, args.tenants, base, http)
 
 

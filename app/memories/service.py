@@ -417,8 +417,7 @@ class MemoryService:
 
         ``owner_view`` (the dashboard) searches what ``_visible_keys`` gives the owner."""
         who = resolve_identity(principal, identity, request.session, request.agent)
-        async with self.db.session() as db_session:
-            visibilities = await self._visible_keys(db_session, principal, who, scope, owner_view)
+        visibilities = await self._visible_keys(principal, who, scope, owner_view)
         hits = await self.engine.search(
             user_id=principal.user_id,
             query=request.query,
@@ -480,8 +479,8 @@ class MemoryService:
         after = decode_cursor(cursor) if cursor else None
         wanted = set(tags)
         out: list[MemoryRecord] = []
+        visibilities = await self._visible_keys(principal, who, scope, owner_view)
         async with self.db.session() as db_session:
-            visibilities = await self._visible_keys(db_session, principal, who, scope, owner_view)
             # Tag filtering happens here rather than in SQL because JSON containment differs between the backends.
             while len(out) < limit:
                 rows = await repository.page(
@@ -507,7 +506,7 @@ class MemoryService:
         return MemoryPage(memories=[to_out(r) for r in out], next_cursor=encode_cursor(out[-1]) if more else None)
 
     async def _visible_keys(
-        self, db_session: AsyncSession, principal: Principal, who: Identity, scope: Scope | None, owner_view: bool
+        self, principal: Principal, who: Identity, scope: Scope | None, owner_view: bool
     ) -> builtins.list[str] | None:
         """The visibility keys a read returns (narrowed to those that can hold ``scope``); None is every memory.
 
@@ -518,7 +517,10 @@ class MemoryService:
         if who.session is None:
             return None
         keys = readable_keys(who, scope)
-        for agent in await repository.agents_in(db_session, principal.user_id, who.session):
+        # Only this view reads the database here; every other read (each search) goes without a transaction.
+        async with self.db.session() as db_session:
+            agents = await repository.agents_in(db_session, principal.user_id, who.session)
+        for agent in agents:
             member = Identity(who.user_id, who.session, agent)
             keys += [k for k in readable_keys(member, scope, role=await self._role(member)) if k not in keys]
         return keys
