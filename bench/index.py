@@ -102,7 +102,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings(data_dir=data, watch_projects=False, secret_key="bench", plans={
         "free": {"requests_per_minute": 10**9, "key_requests_per_minute": 10**9, "max_memories": 10**9}
     })  # fmt: skip
-    upgrade_to_head(settings.resolved_database_url)
+    # Alembic's env runs its own event loop: off this one.
+    await asyncio.to_thread(upgrade_to_head, settings.resolved_database_url)
     embedder = OnnxMiniLMEmbedder(threads=settings.embed_threads)
     container = await build_container(settings, embedder=embedder)
     results: dict[str, Any] = {"tree": str(args.tree)}

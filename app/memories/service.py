@@ -124,13 +124,8 @@ def to_indexed(record: MemoryRecord, context: str | None = None) -> IndexedMemor
 
 async def with_context(session: AsyncSession, records: Sequence[MemoryRecord]) -> list[IndexedMemory]:
     """Records as the index holds them: each with its neighbour context (see ``lexical``)."""
-    out = []
-    for r in records:
-        context = await repository.previous_content(
-            session, r.user_id, r.visibility, r.created_at, within=CONTEXT_WINDOW
-        )
-        out.append(to_indexed(r, context))
-    return out
+    contexts = await repository.previous_contents(session, records, within=CONTEXT_WINDOW)
+    return [to_indexed(r, contexts.get(r.id)) for r in records]
 
 
 def encode_cursor(record: MemoryRecord) -> str:
