@@ -33,7 +33,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-DEFAULT_DATA = ROOT.parent.parent / "shared" / "data" / "locomo-dev.zip"
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev.zip"  # ../shared from the project root
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BATCH = 100
 
