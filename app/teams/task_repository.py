@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, exists, func, select, update
+from sqlalchemy import Row, and_, bindparam, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.teams.models import SessionTask, TaskDependency
@@ -87,8 +88,9 @@ async def deps_with_status(
     return [(dep, status, assignee) for dep, status, assignee in (await db.execute(query)).all()]
 
 
-def _unfinished_dependency(user_id: str, session: str) -> Any:
-    """True for a task row (SessionTask) with a dependency that is not completed."""
+def _unfinished_dependency(user_id: Any, session: Any) -> Any:
+    """True for a task row (SessionTask) with a dependency that is not completed (the tenant and session as values
+    or as bound parameters)."""
     dep_task = SessionTask.__table__.alias("dep_task")
     return (
         exists()
@@ -105,13 +107,15 @@ def _unfinished_dependency(user_id: str, session: str) -> Any:
     )
 
 
-def _deps_csv(db: AsyncSession, user_id: str, session: str, task_id: str) -> Any:
+def _deps_csv_of(dialect: str) -> Any:
     """The task's dependencies as one comma-separated value (task ids never hold a comma), so that the UPDATE that
     changes a task returns them too: a claim is then one statement and its commit."""
     column = TaskDependency.depends_on
-    joined = func.string_agg(column, ",") if _dialect(db) == "postgresql" else func.group_concat(column, ",")
+    joined = func.string_agg(column, ",") if dialect == "postgresql" else func.group_concat(column, ",")
     found = select(joined).where(
-        TaskDependency.user_id == user_id, TaskDependency.session == session, TaskDependency.task_id == task_id
+        TaskDependency.user_id == bindparam("p_user_id"),
+        TaskDependency.session == bindparam("p_session"),
+        TaskDependency.task_id == bindparam("p_task_id"),
     )
     return found.scalar_subquery().label("deps_csv")
 
@@ -120,8 +124,46 @@ def _dialect(db: AsyncSession) -> str:
     return db.get_bind().dialect.name
 
 
+# The three statements that change one task are built once per dialect, with bound parameters: building the
+# expression (the dependency subqueries, the ORM's DML bookkeeping) cost more than running it on every claim.
+_TABLE = SessionTask.__table__
+_THIS_TASK = and_(
+    _TABLE.c.user_id == bindparam("p_user_id"),
+    _TABLE.c.session == bindparam("p_session"),
+    _TABLE.c.task_id == bindparam("p_task_id"),
+)
+
+
+def _changing(dialect: str, where: Any, values: dict[str, Any]) -> Any:
+    return update(_TABLE).where(_THIS_TASK, where).values(**values).returning(*_TASK_COLUMNS, _deps_csv_of(dialect))
+
+
+@functools.cache
+def _claim_statement(dialect: str) -> Any:
+    unfinished = _unfinished_dependency(bindparam("p_user_id"), bindparam("p_session"))
+    values = {"status": IN_PROGRESS, "assignee": bindparam("p_agent"), "claimed_at": bindparam("p_now")}
+    return _changing(dialect, and_(_TABLE.c.status == OPEN, ~unfinished), values)
+
+
+@functools.cache
+def _complete_statement(dialect: str) -> Any:
+    values = {
+        "status": COMPLETED,
+        "result": bindparam("p_result"),
+        "files_modified": bindparam("p_files_modified"),
+        "completed_at": bindparam("p_now"),
+    }
+    return _changing(dialect, and_(_TABLE.c.status == IN_PROGRESS, _TABLE.c.assignee == bindparam("p_agent")), values)
+
+
+@functools.cache
+def _release_statement(dialect: str) -> Any:
+    values = {"status": OPEN, "assignee": None, "claimed_at": None}
+    return _changing(dialect, and_(_TABLE.c.status == IN_PROGRESS, _TABLE.c.assignee == bindparam("p_agent")), values)
+
+
 def deps_in(row: TaskRow) -> list[str]:
-    """The dependencies a changed task's row carries (see ``_deps_csv``), sorted."""
+    """The dependencies a changed task's row carries (see ``_deps_csv_of``), sorted."""
     return sorted(row.deps_csv.split(",")) if row.deps_csv else []
 
 
@@ -131,17 +173,8 @@ async def claim(
     """Assign an available task to ``agent`` in one conditional UPDATE: the database picks exactly one winner
     among concurrent claims (on any number of instances), and a task whose dependencies are not all completed
     is never taken. Returns the claimed task (with ``deps_csv``), or None."""
-    statement = (
-        update(SessionTask)
-        .where(
-            _task(user_id, session, task_id),
-            SessionTask.status == OPEN,
-            ~_unfinished_dependency(user_id, session),
-        )
-        .values(status=IN_PROGRESS, assignee=agent, claimed_at=now)
-        .returning(*_TASK_COLUMNS, _deps_csv(db, user_id, session, task_id))
-    )
-    return (await db.execute(statement)).first()
+    params = {"p_user_id": user_id, "p_session": session, "p_task_id": task_id, "p_agent": agent, "p_now": now}
+    return (await db.execute(_claim_statement(_dialect(db)), params)).first()
 
 
 async def complete(
@@ -156,24 +189,22 @@ async def complete(
     now: datetime,
 ) -> TaskRow | None:
     """Complete a task ``agent`` is working on; returns it (with ``deps_csv``), or None."""
-    statement = (
-        update(SessionTask)
-        .where(_task(user_id, session, task_id), SessionTask.status == IN_PROGRESS, SessionTask.assignee == agent)
-        .values(status=COMPLETED, result=result, files_modified=files_modified, completed_at=now)
-        .returning(*_TASK_COLUMNS, _deps_csv(db, user_id, session, task_id))
-    )
-    return (await db.execute(statement)).first()
+    params = {
+        "p_user_id": user_id,
+        "p_session": session,
+        "p_task_id": task_id,
+        "p_agent": agent,
+        "p_result": result,
+        "p_files_modified": files_modified,
+        "p_now": now,
+    }
+    return (await db.execute(_complete_statement(_dialect(db)), params)).first()
 
 
 async def release(db: AsyncSession, user_id: str, session: str, task_id: str, agent: str) -> TaskRow | None:
     """Give back a task ``agent`` is working on; returns it (with ``deps_csv``), or None."""
-    statement = (
-        update(SessionTask)
-        .where(_task(user_id, session, task_id), SessionTask.status == IN_PROGRESS, SessionTask.assignee == agent)
-        .values(status=OPEN, assignee=None, claimed_at=None)
-        .returning(*_TASK_COLUMNS, _deps_csv(db, user_id, session, task_id))
-    )
-    return (await db.execute(statement)).first()
+    params = {"p_user_id": user_id, "p_session": session, "p_task_id": task_id, "p_agent": agent}
+    return (await db.execute(_release_statement(_dialect(db)), params)).first()
 
 
 async def release_all(db: AsyncSession, user_id: str, session: str, agent: str) -> list[str]:
