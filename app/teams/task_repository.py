@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, bindparam, exists, func, select, update
+from sqlalchemy import Row, Table, and_, bindparam, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.teams.models import SessionTask, TaskDependency
@@ -126,7 +126,7 @@ def _dialect(db: AsyncSession) -> str:
 
 # The three statements that change one task are built once per dialect, with bound parameters: building the
 # expression (the dependency subqueries, the ORM's DML bookkeeping) cost more than running it on every claim.
-_TABLE = SessionTask.__table__
+_TABLE: Table = SessionTask.__table__  # type: ignore[assignment]
 _THIS_TASK = and_(
     _TABLE.c.user_id == bindparam("p_user_id"),
     _TABLE.c.session == bindparam("p_session"),
