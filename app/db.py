@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import JSON, DateTime, Engine, Executable, MetaData, Row, TypeDecorator, event
+from sqlalchemy import JSON, Connection, DateTime, Engine, Executable, MetaData, Row, TypeDecorator, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DataError, DBAPIError
@@ -19,6 +20,8 @@ from sqlalchemy.orm.exc import StaleDataError
 from app.errors import Conflict, ValidationFailed
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -99,17 +102,28 @@ def create_engine(url: str) -> AsyncEngine:
     if url.startswith("sqlite"):
         engine = create_async_engine(url, connect_args={"timeout": 30})
 
-        @event.listens_for(engine.sync_engine, "connect")
-        def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            # FULL: a commit is on disk before the request is acknowledged (crash safety, not just process safety).
-            cursor.execute("PRAGMA synchronous=FULL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
-
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    # FULL: a commit is on disk before the request is acknowledged (crash safety, not just process safety).
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _threaded_sqlite_writer(url: str) -> Engine | None:
+    """A synchronous engine on the same SQLite file, for short transactions run whole on a worker thread (see
+    Database.transact)."""
+    if not url.startswith("sqlite+aiosqlite:///") or url.endswith(":memory:"):
+        return None
+    writer = create_sync_engine(url.replace("sqlite+aiosqlite", "sqlite", 1), connect_args={"timeout": 30})
+    event.listen(writer, "connect", _sqlite_pragmas)
+    return writer
 
 
 def _inline_sqlite_reader(url: str) -> Engine | None:
@@ -150,6 +164,7 @@ class Database:
         self.sessionmaker = async_sessionmaker(self.engine, expire_on_commit=False)
         self._inline_reader = _inline_sqlite_reader(url)
         self._hot_reader = _hot_reader(url)
+        self._threaded_writer = _threaded_sqlite_writer(url)
 
     async def first(self, statement: Executable, params: dict[str, Any] | None = None) -> Row[Any] | None:
         """The first row of a small indexed read (every request's credential lookup, a user's plan).
@@ -175,6 +190,25 @@ class Database:
     async def _first_on(engine: AsyncEngine, statement: Executable, params: dict[str, Any] | None) -> Row[Any] | None:
         async with engine.connect() as conn:
             return (await conn.execute(statement, params or {})).first()
+
+    async def transact(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work``, synchronous Core statements on one connection, as one transaction (committed when it
+        returns, rolled back when it raises).
+
+        For the short, hot writes (a task claim). On SQLite the whole transaction is one trip to a worker thread,
+        where through aiosqlite every statement, the commit and the pool's reset are each a trip of their own (six
+        for a claim, most of its time); elsewhere it runs on the async engine's connection.
+        """
+        async with refusing_bad_values():
+            if self._threaded_writer is not None:
+                return await asyncio.to_thread(self._transact_on_thread, self._threaded_writer, work)
+            async with self.engine.begin() as conn:
+                return await conn.run_sync(work)
+
+    @staticmethod
+    def _transact_on_thread(engine: Engine, work: Callable[[Connection], T]) -> T:
+        with engine.begin() as conn:
+            return work(conn)
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
@@ -208,3 +242,5 @@ class Database:
             await self._hot_reader.dispose()
         if self._inline_reader is not None:
             self._inline_reader.dispose()
+        if self._threaded_writer is not None:
+            self._threaded_writer.dispose()

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Table, and_, bindparam, exists, func, select, update
+from sqlalchemy import Connection, Row, Table, and_, bindparam, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.teams.models import SessionTask, TaskDependency
@@ -120,10 +120,6 @@ def _deps_csv_of(dialect: str) -> Any:
     return found.scalar_subquery().label("deps_csv")
 
 
-def _dialect(db: AsyncSession) -> str:
-    return db.get_bind().dialect.name
-
-
 # The three statements that change one task are built once per dialect, with bound parameters: building the
 # expression (the dependency subqueries, the ORM's DML bookkeeping) cost more than running it on every claim.
 _TABLE: Table = SessionTask.__table__  # type: ignore[assignment]
@@ -167,18 +163,16 @@ def deps_in(row: TaskRow) -> list[str]:
     return sorted(row.deps_csv.split(",")) if row.deps_csv else []
 
 
-async def claim(
-    db: AsyncSession, user_id: str, session: str, task_id: str, agent: str, now: datetime
-) -> TaskRow | None:
+def claim(conn: Connection, user_id: str, session: str, task_id: str, agent: str, now: datetime) -> TaskRow | None:
     """Assign an available task to ``agent`` in one conditional UPDATE: the database picks exactly one winner
     among concurrent claims (on any number of instances), and a task whose dependencies are not all completed
     is never taken. Returns the claimed task (with ``deps_csv``), or None."""
     params = {"p_user_id": user_id, "p_session": session, "p_task_id": task_id, "p_agent": agent, "p_now": now}
-    return (await db.execute(_claim_statement(_dialect(db)), params)).first()
+    return conn.execute(_claim_statement(conn.dialect.name), params).first()
 
 
-async def complete(
-    db: AsyncSession,
+def complete(
+    conn: Connection,
     user_id: str,
     session: str,
     task_id: str,
@@ -198,13 +192,13 @@ async def complete(
         "p_files_modified": files_modified,
         "p_now": now,
     }
-    return (await db.execute(_complete_statement(_dialect(db)), params)).first()
+    return conn.execute(_complete_statement(conn.dialect.name), params).first()
 
 
-async def release(db: AsyncSession, user_id: str, session: str, task_id: str, agent: str) -> TaskRow | None:
+def release(conn: Connection, user_id: str, session: str, task_id: str, agent: str) -> TaskRow | None:
     """Give back a task ``agent`` is working on; returns it (with ``deps_csv``), or None."""
     params = {"p_user_id": user_id, "p_session": session, "p_task_id": task_id, "p_agent": agent}
-    return (await db.execute(_release_statement(_dialect(db)), params)).first()
+    return conn.execute(_release_statement(conn.dialect.name), params).first()
 
 
 async def release_all(db: AsyncSession, user_id: str, session: str, agent: str) -> list[str]:
@@ -239,20 +233,26 @@ async def in_progress(
     return [(str(assignee), task_id) for assignee, task_id in (await db.execute(query)).all()]
 
 
-async def now_available(db: AsyncSession, user_id: str, session: str, completed: str) -> list[str]:
+def now_available(conn: Connection, user_id: str, session: str, completed: str) -> list[str]:
     """The open dependents of ``completed`` whose dependencies are all completed now."""
-    dependents = select(TaskDependency.task_id).where(
-        TaskDependency.user_id == user_id, TaskDependency.session == session, TaskDependency.depends_on == completed
+    params = {"p_user_id": user_id, "p_session": session, "p_completed": completed}
+    return list(conn.execute(_NOW_AVAILABLE, params).scalars())
+
+
+_NOW_AVAILABLE = (
+    select(SessionTask.task_id)
+    .where(
+        SessionTask.user_id == bindparam("p_user_id"),
+        SessionTask.session == bindparam("p_session"),
+        SessionTask.task_id.in_(
+            select(TaskDependency.task_id).where(
+                TaskDependency.user_id == bindparam("p_user_id"),
+                TaskDependency.session == bindparam("p_session"),
+                TaskDependency.depends_on == bindparam("p_completed"),
+            )
+        ),
+        SessionTask.status == OPEN,
+        ~_unfinished_dependency(bindparam("p_user_id"), bindparam("p_session")),
     )
-    query = (
-        select(SessionTask.task_id)
-        .where(
-            SessionTask.user_id == user_id,
-            SessionTask.session == session,
-            SessionTask.task_id.in_(dependents),
-            SessionTask.status == OPEN,
-            ~_unfinished_dependency(user_id, session),
-        )
-        .order_by(SessionTask.position)
-    )
-    return list((await db.execute(query)).scalars())
+    .order_by(SessionTask.position)
+)

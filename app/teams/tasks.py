@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping, Sequence
 
+from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -128,12 +129,15 @@ class TaskService:
         key, agent = agent_key(identity)
         await self.team.seen(identity)
         now = utcnow()
-        async with self.db.session() as db:
-            for _ in range(_CLAIM_ATTEMPTS):
-                claimed = await repository.claim(db, key.user_id, key.session, task_id, agent, now)
-                if claimed is not None:
-                    out = _changed(claimed)
-                    break
+        for _ in range(_CLAIM_ATTEMPTS):
+            claimed = await self.db.transact(
+                lambda conn: repository.claim(conn, key.user_id, key.session, task_id, agent, now)
+            )
+            if claimed is not None:
+                out = _changed(claimed)
+                break
+            # Refused: say why (the UPDATE alone decided; these reads only explain its answer).
+            async with self.db.session() as db:
                 task = await self._task(db, key.user_id, key.session, task_id)
                 if task.status == IN_PROGRESS and task.assignee == agent:
                     return await self._output(db, task)  # a retried claim: already ours
@@ -148,14 +152,14 @@ class TaskService:
                     )
                     if status != COMPLETED
                 ]
-                if waiting:
-                    raise Conflict(
-                        f"task {task_id!r} is blocked: it waits for " + ", ".join(_waiting(w) for w in waiting),
-                        blocked_by=[dep for dep, _, _ in waiting],
-                    )
-                # Its last dependency was completed after our UPDATE looked: try once more.
-            else:
-                raise Conflict(f"task {task_id!r} could not be claimed; try again")
+            if waiting:
+                raise Conflict(
+                    f"task {task_id!r} is blocked: it waits for " + ", ".join(_waiting(w) for w in waiting),
+                    blocked_by=[dep for dep, _, _ in waiting],
+                )
+            # Its last dependency was completed after our UPDATE looked: try once more.
+        else:
+            raise Conflict(f"task {task_id!r} could not be claimed; try again")
         await self.coordination.publish(key, task_event(agent, "claimed", [task_id], now, assignee=agent))
         return out
 
@@ -169,17 +173,21 @@ class TaskService:
         files = normalise_paths(request.files_modified, allow_empty=True)
         await self.team.seen(identity)
         now = utcnow()
-        async with self.db.session() as db:
-            done = await repository.complete(
-                db, key.user_id, key.session, task_id, agent, result=request.result, files_modified=files, now=now
+
+        def complete(conn: Connection) -> tuple[TaskRow | None, list[str]]:
+            done = repository.complete(
+                conn, key.user_id, key.session, task_id, agent, result=request.result, files_modified=files, now=now
             )
-            if done is None:
+            return done, [] if done is None else repository.now_available(conn, key.user_id, key.session, task_id)
+
+        done, unblocked = await self.db.transact(complete)
+        if done is None:
+            async with self.db.session() as db:
                 task = await self._task(db, key.user_id, key.session, task_id)
                 if task.status == COMPLETED and task.assignee == agent:
                     return TaskCompleted(task=await self._output(db, task), unblocked=[])  # a retried completion
-                raise Conflict(_not_yours(task, "complete"))
-            unblocked = await repository.now_available(db, key.user_id, key.session, task_id)
-            out = _changed(done)
+            raise Conflict(_not_yours(task, "complete"))
+        out = _changed(done)
         await self.coordination.publish(
             key, task_event(agent, "completed", [task_id], now, assignee=agent, unblocked=unblocked)
         )
@@ -191,11 +199,14 @@ class TaskService:
         key, agent = agent_key(identity)
         await self.team.seen(identity)
         now = utcnow()
-        async with self.db.session() as db:
-            released = await repository.release(db, key.user_id, key.session, task_id, agent)
-            if released is None:
-                raise Conflict(_not_yours(await self._task(db, key.user_id, key.session, task_id), "release"))
-            out = _changed(released)
+        released = await self.db.transact(
+            lambda conn: repository.release(conn, key.user_id, key.session, task_id, agent)
+        )
+        if released is None:
+            async with self.db.session() as db:
+                task = await self._task(db, key.user_id, key.session, task_id)
+            raise Conflict(_not_yours(task, "release"))
+        out = _changed(released)
         await self.coordination.publish(key, task_event(agent, "released", [task_id], now))
         return out
 
