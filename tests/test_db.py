@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from app.db import Database
 from app.errors import ValidationFailed
@@ -74,6 +74,77 @@ def test_values_postgresql_refuses_are_a_validation_error_not_a_crash(
                         text(f"SELECT 1 FROM t WHERE {column} = CAST(:v AS {'JSONB' if column == 'doc' else 'TEXT'})"),
                         {"v": value},
                     )
+        finally:
+            await db.dispose()
+
+    asyncio.run(run())
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def any_database_url(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[str]:
+    """An empty SQLite file (transact's worker-thread path) or PostgreSQL database (its async-engine path)."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path}/engram.db"
+    else:
+        yield request.getfixturevalue("scratch_pg")[1]
+
+
+def test_transact_commits_what_its_work_did_and_returns_its_result(any_database_url: str) -> None:
+    def write(conn: Connection) -> list[int]:
+        inserted = conn.execute(text("INSERT INTO t (id, body) VALUES (1, 'one'), (2, 'two') RETURNING id"))
+        return sorted(row[0] for row in inserted)
+
+    async def run() -> tuple[list[int], list[tuple[int, str]]]:
+        db = Database(any_database_url)
+        try:
+            async with db.session() as session:
+                await session.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)"))
+            written = await db.transact(write)
+            async with db.session() as session:
+                rows = [(i, b) for i, b in (await session.execute(text("SELECT id, body FROM t ORDER BY id"))).all()]
+            return written, rows
+        finally:
+            await db.dispose()
+
+    written, rows = asyncio.run(run())
+    assert written == [1, 2]
+    assert rows == [(1, "one"), (2, "two")]
+
+
+def test_transact_rolls_everything_back_when_its_work_raises(any_database_url: str) -> None:
+    class Refused(Exception):
+        pass
+
+    def half_then_refuse(conn: Connection) -> None:
+        conn.execute(text("INSERT INTO t (id, body) VALUES (1, 'half')"))
+        raise Refused
+
+    async def run() -> list[object]:
+        db = Database(any_database_url)
+        try:
+            async with db.session() as session:
+                await session.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)"))
+            with pytest.raises(Refused):
+                await db.transact(half_then_refuse)
+            async with db.session() as session:
+                return list((await session.execute(text("SELECT id FROM t"))).all())
+        finally:
+            await db.dispose()
+
+    assert asyncio.run(run()) == []
+
+
+@pytest.mark.postgres
+def test_a_value_postgresql_refuses_in_transact_is_a_validation_error(scratch_pg: tuple[str, str]) -> None:
+    _, url = scratch_pg
+
+    async def run() -> None:
+        db = Database(url)
+        try:
+            async with db.session() as session:
+                await session.execute(text("CREATE TABLE t (body TEXT)"))
+            with pytest.raises(ValidationFailed, match="NUL"):
+                await db.transact(lambda conn: conn.execute(text("INSERT INTO t (body) VALUES (:v)"), {"v": "a\x00b"}))
         finally:
             await db.dispose()
 
