@@ -88,8 +88,10 @@ async def previous_contents(
             at = bisect.bisect_left(times, record.created_at) - 1
             if at >= 0 and times[at] >= record.created_at - within:
                 neighbour[record.id] = around[at].id
-    wanted = sorted(set(neighbour.values()))
-    contents: dict[str, str] = {}
+    # A neighbour among ``records`` themselves (a synced batch is mostly its own neighbours) is read from there:
+    # its row was flushed by the query above, so the two agree.
+    contents: dict[str, str] = {r.id: r.content for r in records if r.deleted_at is None}
+    wanted = sorted(set(neighbour.values()) - contents.keys())
     for start in range(0, len(wanted), 500):
         rows = await session.execute(
             select(MemoryRecord.id, MemoryRecord.content).where(MemoryRecord.id.in_(wanted[start : start + 500]))
