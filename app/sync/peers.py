@@ -45,12 +45,19 @@ class PeerBook:
         self._order: dict[tuple[str, str], asyncio.Lock] = {}
         self._notes: set[asyncio.Task[None]] = set()
 
-    def note(
+    async def note(
         self, user_id: str, node_id: str, *, family_id: str, name: str | None = None, reached: int | None = None
     ) -> None:
-        """``seen``, after the caller has answered: a pull that brings changes moves ``reached``, and waiting for
-        that write (a commit) delayed every synced change by it. One machine's notes are written in call order."""
-        lock = self._order.setdefault((user_id, node_id), asyncio.Lock())
+        """``seen``, written after the caller has answered once this process has the machine on record: a pull
+        that brings changes moves ``reached``, and waiting for that write (a commit) delayed every synced change by
+        it. A machine's first call is written before the answer, so it is listed once it had one. One machine's
+        notes are written in call order."""
+        key = (user_id, node_id)
+        last = self._written.get(key)
+        if last is None or last[1] != family_id:
+            await self.seen(user_id, node_id, family_id=family_id, name=name, reached=reached)
+            return
+        lock = self._order.setdefault(key, asyncio.Lock())
 
         async def write() -> None:
             async with lock:
