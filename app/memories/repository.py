@@ -63,33 +63,37 @@ async def previous_contents(
 ) -> dict[str, str]:
     """``previous_content`` for many records at once (by record id; those without a neighbour are left out).
 
-    Two queries per place instead of one per record: the ids and times of the live memories around the records,
-    from which each record's neighbour is picked here, then the neighbours' contents."""
+    A few queries per place instead of one per record: the ids and times of the live memories around the records
+    (the one before the earliest, and those between the earliest and the latest), from which each record's
+    neighbour is picked here, then the contents of the neighbours that are not among the records."""
     places: dict[tuple[str, str], list[MemoryRecord]] = {}
     for record in records:
         places.setdefault((record.user_id, record.visibility), []).append(record)
     neighbour: dict[str, str] = {}
     for (user_id, visibility), group in places.items():
-        query = (
-            select(MemoryRecord.id, MemoryRecord.created_at)
-            .where(
-                MemoryRecord.user_id == user_id,
-                MemoryRecord.visibility == visibility,
-                MemoryRecord.deleted_at.is_(None),
-                MemoryRecord.created_at >= min(r.created_at for r in group) - within,
-                MemoryRecord.created_at < max(r.created_at for r in group),
-            )
-            .order_by(MemoryRecord.created_at, MemoryRecord.id)
+        lo, hi = min(r.created_at for r in group), max(r.created_at for r in group)
+        live = select(MemoryRecord.id, MemoryRecord.created_at).where(
+            MemoryRecord.user_id == user_id, MemoryRecord.visibility == visibility, MemoryRecord.deleted_at.is_(None)
         )
-        around = (await session.execute(query)).all()
+        # The memories within the group's own span, and the one just before it: reading the whole window before
+        # the earliest record read every memory of the last half hour again for each synced batch.
+        first = live.where(MemoryRecord.created_at >= lo - within, MemoryRecord.created_at < lo)
+        first = first.order_by(MemoryRecord.created_at.desc(), MemoryRecord.id.desc()).limit(1)
+        span = live.where(MemoryRecord.created_at >= lo, MemoryRecord.created_at < hi)
+        span = span.order_by(MemoryRecord.created_at, MemoryRecord.id)
+        around = list((await session.execute(first)).all())
+        if hi > lo:
+            around += (await session.execute(span)).all()
         times = [row.created_at for row in around]
         for record in group:
             # The last one written strictly before the record (the greatest (created_at, id) below its time).
             at = bisect.bisect_left(times, record.created_at) - 1
             if at >= 0 and times[at] >= record.created_at - within:
                 neighbour[record.id] = around[at].id
-    wanted = sorted(set(neighbour.values()))
-    contents: dict[str, str] = {}
+    # A neighbour among ``records`` themselves (a synced batch is mostly its own neighbours) is read from there:
+    # its row was flushed by the query above, so the two agree.
+    contents: dict[str, str] = {r.id: r.content for r in records if r.deleted_at is None}
+    wanted = sorted(set(neighbour.values()) - contents.keys())
     for start in range(0, len(wanted), 500):
         rows = await session.execute(
             select(MemoryRecord.id, MemoryRecord.content).where(MemoryRecord.id.in_(wanted[start : start + 500]))

@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import Table, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -42,12 +44,27 @@ class Applied:
     conflicts: int = 0
 
 
+@dataclass(slots=True)
+class _EventRow:
+    """A history event to insert: a plain row, because building an ORM object per event was a tenth of applying."""
+
+    memory_id: str
+    user_id: str
+    event: str
+    actor: str
+    created_at: datetime
+    old_content: str | None = None
+    new_content: str | None = None
+
+
 @dataclass
 class _Plan:
     changed: dict[str, MemoryRecord] = field(default_factory=dict)
     ops: dict[str, Op] = field(default_factory=dict)
     vectors: dict[str, list[float]] = field(default_factory=dict)
-    events: list[MemoryEvent] = field(default_factory=list)
+    events: list[_EventRow] = field(default_factory=list)
+    # Memories this batch creates: inserted in one statement, not through the session (see ``_insert_new``).
+    new: list[MemoryRecord] = field(default_factory=list)
     net_added: int = 0
     result: Applied = field(default_factory=Applied)
 
@@ -132,6 +149,7 @@ class Applier:
                     if enforce_quota and self.quotas is not None and plan.net_added > 0:
                         await self.quotas.reserve_memories(session, user_id, plan.net_added)
                 if plan.changed:
+                    await _insert_new(session, plan.new)
                     await session.flush()
                     await _insert_events(session, plan.events)
                     index_touched = True
@@ -179,7 +197,7 @@ class Applier:
                 hlc=change.hlc,
                 origin=change.origin,
             )
-            session.add(record)
+            plan.new.append(record)
             rows[change.memory_id] = record
             event = "DELETE" if change.op == DELETE else "ADD"
             content_field = "old_content" if change.op == DELETE else "new_content"
@@ -287,15 +305,27 @@ async def _rows(session: AsyncSession, ids: Sequence[str]) -> dict[str, MemoryRe
     return {r.id: r for r in (await session.execute(query)).scalars()}
 
 
-async def _insert_events(session: AsyncSession, events: Sequence[MemoryEvent]) -> None:
+_RECORD_COLUMNS = [(prop.key, prop.columns[0].name) for prop in MemoryRecord.__mapper__.column_attrs]
+
+
+async def _insert_new(session: AsyncSession, records: Sequence[MemoryRecord]) -> None:
+    """Insert new memories as they stand after the whole batch, in one statement: the session's unit of work
+    spent more on bookkeeping per object than the insert itself. A memory another transaction created meanwhile
+    fails on its key as a flush would (``IntegrityError``, the batch is retried)."""
+    if records:
+        rows = [{column: getattr(r, key) for key, column in _RECORD_COLUMNS} for r in records]
+        await session.execute(insert(cast(Table, MemoryRecord.__table__)), rows)
+
+
+async def _insert_events(session: AsyncSession, events: Sequence[_EventRow]) -> None:
     """In one statement (the ORM would insert them one by one to learn their ids, which nothing here needs)."""
     if events:
         columns = ("memory_id", "user_id", "event", "old_content", "new_content", "actor", "created_at")
         await session.execute(insert(MemoryEvent), [{c: getattr(e, c) for c in columns} for e in events])
 
 
-def _event(record: MemoryRecord, event: str, actor: str, **contents: str | None) -> MemoryEvent:
-    return MemoryEvent(
+def _event(record: MemoryRecord, event: str, actor: str, **contents: str | None) -> _EventRow:
+    return _EventRow(
         memory_id=record.id,
         user_id=record.user_id,
         event=event,

@@ -82,5 +82,5 @@ class EdgeSync:
             await self.feed.wait_past(version, min(remaining, RECHECK_SECONDS))
         if node:
             family = principal.key_id or ""
-            await self.peers.seen(principal.user_id, node, family_id=family, name=name, reached=page.reached)
+            await self.peers.note(principal.user_id, node, family_id=family, name=name, reached=page.reached)
         return PullOut(changes=page.changes, cursor=page.cursor.encode(), more=page.more)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ from app.db import Database, utcnow
 from app.errors import NotFound
 from app.oauth import connected, machine_clients
 from app.sync.models import MemoryChange, SyncPeer
+
+log = logging.getLogger(__name__)
 
 # A machine long-polling keeps calling; its row is written at most this often unless something changed.
 SEEN_EVERY_SECONDS = 5.0
@@ -38,6 +42,33 @@ class PeerBook:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._written: dict[tuple[str, str], tuple[float, str, int | None, str | None]] = {}
+        self._order: dict[tuple[str, str], asyncio.Lock] = {}
+        self._notes: set[asyncio.Task[None]] = set()
+
+    async def note(
+        self, user_id: str, node_id: str, *, family_id: str, name: str | None = None, reached: int | None = None
+    ) -> None:
+        """``seen``, written after the caller has answered once this process has the machine on record: a pull
+        that brings changes moves ``reached``, and waiting for that write (a commit) delayed every synced change by
+        it. A machine's first call is written before the answer, so it is listed once it had one. One machine's
+        notes are written in call order."""
+        key = (user_id, node_id)
+        last = self._written.get(key)
+        if last is None or last[1] != family_id:
+            await self.seen(user_id, node_id, family_id=family_id, name=name, reached=reached)
+            return
+        lock = self._order.setdefault(key, asyncio.Lock())
+
+        async def write() -> None:
+            async with lock:
+                try:
+                    await self.seen(user_id, node_id, family_id=family_id, name=name, reached=reached)
+                except Exception:  # the dashboard's record only; the next call writes it again
+                    log.warning("could not note machine %s of user %s", node_id, user_id, exc_info=True)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
 
     async def seen(
         self, user_id: str, node_id: str, *, family_id: str, name: str | None = None, reached: int | None = None

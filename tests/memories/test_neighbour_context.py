@@ -50,5 +50,11 @@ async def test_batched_neighbours_match_one_lookup_per_record(tmp_path: Path, em
                 found = await repository.previous_content(session, r.user_id, r.visibility, r.created_at, within=WINDOW)
                 if found is not None:
                     one_by_one[r.id] = found
+            # A synced batch is part of what is stored: neighbours before its earliest record and between its
+            # records are read, not taken from the batch.
+            parts = [rng.sample(records, k) for k in (1, 2, 5, 40, 150) for _ in range(3)]
+            by_part = [await repository.previous_contents(session, part, within=WINDOW) for part in parts]
         assert batched == one_by_one
         assert 50 < len(batched) < len(records), "the data has records with and without a neighbour"
+        for part, found in zip(parts, by_part, strict=True):
+            assert found == {r.id: one_by_one[r.id] for r in part if r.id in one_by_one}

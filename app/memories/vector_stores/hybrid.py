@@ -39,7 +39,13 @@ def dense_of(vectors: Any) -> list[float] | None:
     """The dense vector of a point as a store returns it: by name beside the lexical one (or alone, unnamed)."""
     if isinstance(vectors, dict):
         vectors = vectors.get(DENSE)
-    if isinstance(vectors, list) and vectors and all(isinstance(x, int | float) for x in vectors):
+    if not isinstance(vectors, list) or not vectors:
+        return None
+    # Both clients give plain floats: checking each one's type costs a tenth of isinstance per element, which
+    # mattered when edge sync reads a whole batch of vectors back.
+    if set(map(type, vectors)) == {float}:
+        return list(vectors)
+    if all(isinstance(x, int | float) for x in vectors):
         return [float(x) for x in vectors]
     return None
 
