@@ -16,9 +16,8 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import httpx
 
@@ -33,11 +32,10 @@ from app.sync.client import CursorReset, EdgeSession, PushRefused
 from app.sync.credentials import CredentialsRefused, EdgeUnreachable, SyncAuthError, discover
 from app.sync.metrics import SyncMetrics
 from app.sync.models import SyncLink
-from app.sync.outbox import PushBatch, PushPosition, next_push, oldest_pending_at, pending
-from app.sync.protocol import PullOut, incoming
+from app.sync.outbox import PushPosition, next_push, oldest_pending_at, pending
+from app.sync.protocol import incoming
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # A refused push (over quota, say) is tried again this often, and at once when something is written here.
 REFUSED_RETRY_SECONDS = 30.0
@@ -86,11 +84,6 @@ class LinkRunner:
         self._session: EdgeSession | None = None
         self._last_pulled = time.monotonic()
         self._push_position: PushPosition | None = None
-        # The next batch or page, read while the edge takes this one or while this one is applied, so that reading,
-        # sending and applying overlap across the three processes. Each is used only from the position it was read
-        # at; a stale one is harmless (a later version is sent or pulled after it).
-        self._push_ahead: tuple[PushPosition, asyncio.Task[PushBatch]] | None = None
-        self._pull_ahead: tuple[str, asyncio.Task[PullOut]] | None = None
         self._states: dict[str, tuple[str, str | None]] = {}
         self._measured = 0.0
 
@@ -108,36 +101,7 @@ class LinkRunner:
     async def step_push(self) -> bool:
         """Send the next batch; True when nothing was left to send."""
         position = self._push_position or await self._stored_push_position()
-        batch = await self._read_push(position)
-        try:
-            if batch.changes and not batch.drained:
-                self._push_ahead = (batch.position, _ahead(self._next_push(batch.position)))
-            if batch.changes:
-                session = await self.session()
-                await session.push(self.context.node_id, self.context.name, batch.changes)
-                if self.context.metrics is not None:
-                    self.context.metrics.pushed.labels(self.link_id).inc(len(batch.changes))
-            moved = True
-            if batch.position != position:
-                moved = await links.move_push(
-                    self.context.db, self.link_id, position, batch.position, pushed=bool(batch.changes)
-                )
-        except BaseException:
-            self._drop_push_ahead()
-            raise
-        if batch.position != position:
-            # Moved by someone else (``sync once`` beside a server): read where it is now, next time.
-            self._push_position = batch.position if moved else None
-            if not moved:
-                self._drop_push_ahead()
-            if moved and batch.changes:
-                self._states["push"] = (links.OK, None)
-        elif batch.drained:
-            await self._set_state("push", links.OK, None)
-        return batch.drained and not batch.changes
-
-    async def _next_push(self, position: PushPosition) -> PushBatch:
-        return await next_push(
+        batch = await next_push(
             self.context.db,
             self.context.engine,
             self.local_user,
@@ -145,19 +109,22 @@ class LinkRunner:
             position,
             self.context.settings.sync_batch_size,
         )
-
-    async def _read_push(self, position: PushPosition) -> PushBatch:
-        ahead, self._push_ahead = self._push_ahead, None
-        if ahead is not None and ahead[0] == position:
-            return await ahead[1]
-        if ahead is not None:
-            ahead[1].cancel()
-        return await self._next_push(position)
-
-    def _drop_push_ahead(self) -> None:
-        if self._push_ahead is not None:
-            self._push_ahead[1].cancel()
-            self._push_ahead = None
+        if batch.changes:
+            session = await self.session()
+            await session.push(self.context.node_id, self.context.name, batch.changes)
+            if self.context.metrics is not None:
+                self.context.metrics.pushed.labels(self.link_id).inc(len(batch.changes))
+        if batch.position != position:
+            moved = await links.move_push(
+                self.context.db, self.link_id, position, batch.position, pushed=bool(batch.changes)
+            )
+            # Moved by someone else (``sync once`` beside a server): read where it is now, next time.
+            self._push_position = batch.position if moved else None
+            if moved and batch.changes:
+                self._states["push"] = (links.OK, None)
+        elif batch.drained:
+            await self._set_state("push", links.OK, None)
+        return batch.drained and not batch.changes
 
     async def _stored_push_position(self) -> PushPosition:
         stored = await links.by_id(self.context.db, self.link_id)
@@ -179,50 +146,28 @@ class LinkRunner:
             raise Stopped("the link was removed")
         session = await self.session()
         try:
-            page = await self._read_pull(session, stored.pull_cursor, wait)
+            page = await session.pull(
+                cursor=stored.pull_cursor,
+                limit=self.context.settings.sync_batch_size,
+                wait=wait,
+                node_id=self.context.node_id,
+                name=self.context.name,
+            )
         except CursorReset:
             log.warning("the edge %s is behind link %s's cursor: pulling everything again", self.edge_url, self.link_id)
             async with self.context.db.session() as db_session:
                 await links.move_pull(db_session, self.link_id, stored.pull_cursor, "")
             return True
-        if page.more:
-            self._pull_ahead = (page.cursor, _ahead(self._pull(session, page.cursor, 0.0)))
+        batch = [incoming(change, self.context.model_id, self.context.dims) for change in page.changes]
 
         async def move_cursor(db_session: object) -> None:
             await links.move_pull(db_session, self.link_id, stored.pull_cursor, page.cursor)  # type: ignore[arg-type]
 
-        try:
-            batch = [incoming(change, self.context.model_id, self.context.dims) for change in page.changes]
-            await self.context.applier.apply(self.local_user, batch, source=self.link_id, finish=move_cursor)
-        except BaseException:
-            self._drop_pull_ahead()
-            raise
+        await self.context.applier.apply(self.local_user, batch, source=self.link_id, finish=move_cursor)
         self._last_pulled = time.monotonic()
         if self.context.metrics is not None:
             self.context.metrics.pulled.labels(self.link_id).inc(len(batch))
         return page.more
-
-    async def _pull(self, session: EdgeSession, cursor: str, wait: float) -> PullOut:
-        return await session.pull(
-            cursor=cursor,
-            limit=self.context.settings.sync_batch_size,
-            wait=wait,
-            node_id=self.context.node_id,
-            name=self.context.name,
-        )
-
-    async def _read_pull(self, session: EdgeSession, cursor: str, wait: float) -> PullOut:
-        ahead, self._pull_ahead = self._pull_ahead, None
-        if ahead is not None and ahead[0] == cursor:
-            return await ahead[1]
-        if ahead is not None:
-            ahead[1].cancel()
-        return await self._pull(session, cursor, wait)
-
-    def _drop_pull_ahead(self) -> None:
-        if self._pull_ahead is not None:
-            self._pull_ahead[1].cancel()
-            self._pull_ahead = None
 
     async def measure(self) -> None:
         """Update this link's gauges: what is waiting to be pushed, and for how long (at most every few seconds)."""
@@ -250,9 +195,6 @@ class LinkRunner:
                 tasks.create_task(self._loop("pull", self._pull_round))
         except* Stopped:
             pass
-        finally:
-            self._drop_push_ahead()
-            self._drop_pull_ahead()
 
     async def _push_round(self) -> float:
         version = self.context.feed.version
@@ -351,13 +293,6 @@ class SyncWorker:
                     log.error("the runner of link %s failed; restarting it", link_id, exc_info=task.exception())
                 runner = LinkRunner(self.context, link, http)
                 self.runners[link_id] = asyncio.create_task(runner.run(), name=f"sync-{link_id}")
-
-
-def _ahead(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-    """A read started ahead; if it is dropped unread, its failure is not reported (the next read meets it again)."""
-    task = asyncio.create_task(work)
-    task.add_done_callback(lambda t: t.cancelled() or t.exception())
-    return task
 
 
 def _stopped(task: asyncio.Task[None]) -> bool:
