@@ -2,9 +2,10 @@
 
 A document's vector holds BM25's term-frequency part for each token; Qdrant multiplies in the inverse document
 frequency itself (the sparse vector's IDF modifier), so the vector depends on the memory alone: its content, the
-content of the memory written just before it (``context``: a reply is found by the question it answers), and the
-dates it carries (its metadata's date values and when it was created, so "when" and "in May" find it). A pure
-function of those fields: any store, or a machine receiving a synced memory, computes the same vector.
+content of the memory written just before it (``context``: a reply is found by the question it answers), the dates
+it carries (its metadata's date values and when it was created, so "when" and "in May" find it), and whether it is a
+section of an indexed document (long-form text, normalised for length as such). A pure function of those fields:
+any store, or a machine receiving a synced memory, computes the same vector.
 
 Token ids are CRC-32 of the token: stable across processes, machines and versions, unlike ``hash()``.
 """
@@ -28,6 +29,12 @@ import snowballstemmer
 K1 = 0.9
 B = 0.75
 AVG_LEN = 24.0
+# A section of an indexed document (metadata ``kind`` "document") is long-form text: its term frequencies are
+# normalised against a typical markdown section (a real docs tree's sections average about 270 tokens), not against
+# a conversational memory. Against AVG_LEN, a 300-token section's every word counted a fifth of the same word in a
+# one-line sibling section, which then outranked the section that explains it.
+DOCUMENT_AVG_LEN = 256.0
+DOCUMENT_KIND = "document"
 CONTEXT_WEIGHT = 0.5
 DATE_WEIGHT = 1.0
 CONTEXT_CHARS = 1000
@@ -116,13 +123,13 @@ def _dates(metadata: Mapping[str, Any] | None, created_at: str | None) -> list[s
     return tokens
 
 
-def _weights(weighted: Iterable[tuple[list[str], float]]) -> Sparse:
+def _weights(weighted: Iterable[tuple[list[str], float]], average_length: float) -> Sparse:
     counts: defaultdict[int, float] = defaultdict(float)
     for tokens, weight in weighted:
         for token in tokens:
             counts[token_id(token)] += weight
     length = sum(counts.values())
-    norm = K1 * (1 - B + B * length / AVG_LEN)
+    norm = K1 * (1 - B + B * length / average_length)
     indices = sorted(counts)
     return Sparse(indices, [counts[i] * (K1 + 1) / (counts[i] + norm) for i in indices])
 
@@ -140,7 +147,8 @@ def document_vector(
             (tokenize(content), 1.0),
             (tokenize(context[:CONTEXT_CHARS]) if context else [], CONTEXT_WEIGHT),
             (_dates(metadata, created_at), DATE_WEIGHT),
-        ]
+        ],
+        DOCUMENT_AVG_LEN if metadata and metadata.get("kind") == DOCUMENT_KIND else AVG_LEN,
     )
 
 

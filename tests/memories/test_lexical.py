@@ -39,6 +39,27 @@ def test_document_vector_is_bm25_term_frequency() -> None:
     assert dict(zip(longer.indices, longer.values, strict=True))[fly] < weights[fly]
 
 
+def test_a_document_section_is_normalised_for_length_as_long_form_text() -> None:
+    section = "Compress a buffer with gzip. " + " ".join(f"option{i} explained" for i in range(120))
+    sibling = "Class: Gzip. Compress data using gzip."
+    gzip = lexical.token_id("gzip")
+
+    def weight(text: str, metadata: dict[str, str] | None) -> float:
+        vector = lexical.document_vector(text, metadata=metadata)
+        return dict(zip(vector.indices, vector.values, strict=True))[gzip]
+
+    document = {"kind": lexical.DOCUMENT_KIND, "source": "api/zlib.md > Zlib"}
+    # As conversational memories, the long section's word counts a fraction of the one-liner's.
+    assert weight(section, None) < 0.3 * weight(sibling, None)
+    # As document sections, the long one keeps most of its weight: length is judged against a typical section.
+    assert weight(section, document) > 0.6 * weight(sibling, document)
+    # A one-liner changes little: it is short against either length.
+    assert weight(sibling, document) <= weight(sibling, None) * 1.5
+    assert weight(section, document) > 2 * weight(section, None)
+    # Only the kind decides: other memories keep the conversational normalisation.
+    assert weight(section, {"kind": "note"}) == weight(section, None)
+
+
 def test_document_vector_takes_context_and_dates() -> None:
     plain = lexical.document_vector("Melanie: Some fun ones like charades")
     with_context = lexical.document_vector(
