@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
 
+# The rules' version: raised whenever the same file would be cut differently, so that a folder's reconcile re-chunks
+# the files that older rules cut (2: HTML comment blocks left out).
+CHUNKING = 2
 SEPARATOR = " > "
 MARKDOWN = frozenset({".md", ".mdx", ".markdown"})
 STRUCTURED = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml"}
@@ -116,12 +119,17 @@ Section = tuple[tuple[str, ...], list[str], list[tuple[int, int]]]
 
 
 def _markdown_sections(text: str) -> list[Section]:
-    """(heading path, lines, code block line ranges) per h1/h2/h3 section; heading-only sections are left out."""
+    """(heading path, lines, code block line ranges) per h1/h2/h3 section; heading-only sections are left out.
+
+    HTML comments standing as blocks of their own (``<!-- ... -->``) are left out: a reader never sees them, and in
+    real docs they are version histories, lint directives and TOC markers that filled a section's first 256 tokens
+    (all the embedder reads) and its words. A comment inside a code block is code, and stays."""
     lines = lines_of(text)
     body_start = _front_matter_end(lines)
     tokens = _parser().parse("".join(lines[body_start:]))
     boundaries: list[tuple[int, int, str]] = []  # (line, level, heading text)
     blocks: list[tuple[int, int]] = []
+    hidden: set[int] = set()
     for index, token in enumerate(tokens):
         if token.map is None:
             continue
@@ -131,6 +139,10 @@ def _markdown_sections(text: str) -> list[Section]:
             boundaries.append((start, int(token.tag[1]), title))
         elif token.type in ("fence", "code_block"):
             blocks.append((start, end))
+        elif token.type == "html_block" and _is_comment(token.content):
+            hidden.update(range(start, end))
+            if end < len(lines) and not lines[end].strip() and (start == 0 or not lines[start - 1].strip()):
+                hidden.add(end)  # one blank line between what came before and after, not two
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []
     edges = [(0, 0, ""), *boundaries, (len(lines), 0, "")]
@@ -139,15 +151,25 @@ def _markdown_sections(text: str) -> list[Section]:
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, title))
-        section = lines[start:end]
+        shown = [number for number in range(start, end) if number not in hidden]
+        section = [lines[number] for number in shown]
         has_body = any(line.strip() for line in (section[1:] if level else section))
         # A heading with nothing under it before the next heading: its title lives on in the children's paths.
         if has_body:
-            fences = [(max(a, start) - start, min(b, end) - start) for a, b in blocks if a < end and b > start]
+            # No code block line is hidden, so each block's lines stay consecutive among those shown.
+            where = {number: position for position, number in enumerate(shown)}
+            fences = [(where[max(a, start)], where[min(b, end) - 1] + 1) for a, b in blocks if a < end and b > start]
             sections.append((tuple(t for _, t in stack) if level else (), section, fences))
-    if not sections and text.strip():
-        sections.append(((), lines, []))
+    visible = [line for number, line in enumerate(lines) if number not in hidden]
+    if not sections and any(line.strip() for line in visible):
+        sections.append(((), visible, []))
     return sections
+
+
+def _is_comment(block: str) -> bool:
+    """An HTML block that is one comment and nothing else."""
+    block = block.strip()
+    return block.startswith("<!--") and block.endswith("-->")
 
 
 def _front_matter_end(lines: Sequence[str]) -> int:

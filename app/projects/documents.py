@@ -24,7 +24,7 @@ from app.identity import Identity
 from app.memories.schemas import MemoryIn, MemoryOut
 from app.memories.service import MemoryService
 from app.projects import files, repository
-from app.projects.chunking import Chunk, Unchunkable, chunk_document, kind_of
+from app.projects.chunking import CHUNKING, Chunk, Unchunkable, chunk_document, kind_of
 from app.projects.models import Document
 from app.projects.schemas import DocumentIn, DocumentList, DocumentOut, FileResult, IndexReport, Skipped
 
@@ -193,7 +193,7 @@ class DocumentService:
         old_ids: list[str] = []
         for file in put:
             doc = existing.get(file.path)
-            if doc is not None and doc.content_hash == file.content_hash:
+            if doc is not None and doc.content_hash == file.content_hash and doc.chunking == CHUNKING:
                 report.unchanged += 1
                 if doc.size != file.size or (file.modified_at is not None and doc.modified_at != file.modified_at):
                     touched.append(file)

@@ -43,4 +43,6 @@ class Document(Base):
     modified_at: Mapped[datetime | None] = mapped_column(default=None)
     memory_ids: Mapped[list[str]] = mapped_column(default=list)
     chunks: Mapped[int] = mapped_column(Integer, default=0)
+    # The chunking rules that cut it (app.projects.chunking.CHUNKING): a folder's reconcile re-chunks older ones.
+    chunking: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     indexed_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -10,6 +10,7 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import utcnow
+from app.projects.chunking import CHUNKING
 from app.projects.models import Document, Project
 
 
@@ -66,6 +67,7 @@ async def save_document(
     existing.modified_at = modified_at
     existing.memory_ids = list(memory_ids)
     existing.chunks = len(memory_ids)
+    existing.chunking = CHUNKING
     existing.indexed_at = now
 
 

@@ -21,8 +21,9 @@ from app.db import Database, utcnow
 from app.errors import AppError
 from app.identity import Identity
 from app.projects import files, repository
+from app.projects.chunking import CHUNKING
 from app.projects.documents import DocumentService, Prepared
-from app.projects.models import Project
+from app.projects.models import Document, Project
 from app.projects.registry import find, listing, register
 from app.projects.schemas import IndexReport, ProjectOut, Skipped
 from app.projects.walker import Found, Rules, Skip, inspect, walk
@@ -113,7 +114,7 @@ class ProjectService:
         candidates: list[Found] = []
         for found in walked.found:
             doc = stored.get(found.path)
-            if doc is not None and doc.size == found.size and doc.modified_at == found.modified_at:
+            if doc is not None and _unchanged(doc, found):
                 report.unchanged += 1
             else:
                 candidates.append(found)
@@ -159,6 +160,11 @@ class ProjectService:
     async def _touch(self, project: Project) -> None:
         async with self.db.session() as session:
             await repository.touch_project(session, project.user_id, project.name, utcnow())
+
+
+def _unchanged(doc: Document, found: Found) -> bool:
+    """Indexed from this very file (same size and time), cut by the current chunking rules."""
+    return (doc.size, doc.modified_at, doc.chunking) == (found.size, found.modified_at, CHUNKING)
 
 
 def _read_all(candidates: Sequence[Found], max_bytes: int) -> tuple[list[Prepared], list[Skipped]]:

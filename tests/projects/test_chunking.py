@@ -58,6 +58,52 @@ Body.
     assert chunks[4].content("README.md") == "README.md > Second\n\n# Second\nBody."
 
 
+def test_html_comments_standing_alone_are_left_out_of_chunks() -> None:
+    text = """# http
+
+## `http.createServer([options])`
+
+<!-- YAML
+added: v0.1.13
+changes:
+  - version: v20.1.0
+    pr-url: https://example.test/pull/47405
+-->
+
+Returns a new instance of `http.Server`.
+<!-- lint disable -->
+Text right after the directive, in the same paragraph as before it.
+
+```html
+<!-- an HTML comment in a fence is code and stays -->
+```
+
+Inline <!-- comments inside a paragraph --> stay with their text.
+
+## `http.get(url)`
+
+<!-- only a comment under this heading -->
+"""
+    chunks = chunk_document("api/http.md", text, 16_000)
+    assert [c.source("api/http.md") for c in chunks] == ["api/http.md > http > `http.createServer([options])`"]
+    body = chunks[0].text
+    assert "YAML" not in body and "pr-url" not in body and "lint disable" not in body
+    assert body.startswith("## `http.createServer([options])`\n\nReturns a new instance of `http.Server`.\n")
+    assert "Text right after the directive" in body
+    assert "```html\n<!-- an HTML comment in a fence is code and stays -->\n```" in body
+    assert "Inline <!-- comments inside a paragraph --> stay" in body
+    # A file that is nothing but a comment has nothing to index.
+    assert chunk_document("NOTES.md", "<!-- TODO: write this -->\n", 16_000) == []
+
+
+def test_a_fence_after_a_comment_is_still_kept_whole_when_split() -> None:
+    fence = "```py\n" + "\n".join(f"line_{i} = {i}" for i in range(40)) + "\n```\n"
+    text = "# Title\n\n<!-- a\nlong\ncomment -->\n\n" + "Words here. " * 30 + "\n\n" + fence
+    chunks = chunk_document("doc.md", text, 600)
+    assert any(c.text.startswith("```py") and c.text.rstrip().endswith("```") for c in chunks)
+    assert not any("comment" in c.text for c in chunks)
+
+
 def test_a_long_section_splits_at_paragraphs_never_mid_word_and_keeps_fences_whole() -> None:
     paragraphs = [" ".join(f"p{i}w{j}" for j in range(30)) for i in range(12)]
     fence = "```js\n" + "\n".join(f"console.log({i});" for i in range(20)) + "\n```"

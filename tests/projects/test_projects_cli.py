@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +130,30 @@ def test_index_names_what_it_cannot_do(tmp_path: Path) -> None:
     assert _run(env, "index", str(root), "--url", "http://127.0.0.1:9").returncode == 1  # no --key/--session
     projects = [json.loads(line) for line in _run(env, "projects", "list").stdout.splitlines()]
     assert sorted(p["user"] for p in projects) == sorted([ada, bob])
+
+
+def test_files_cut_by_older_chunking_rules_are_cut_again_once(tmp_path: Path) -> None:
+    env = _env(tmp_path / "data")
+    root = tmp_path / "site"
+    write(root, "README.md", "# Site\n\n## Deploy\n\n<!-- YAML\nadded: v1\n-->\n\nPush to main.\n")
+    write(root, "docs/faq.md", "# FAQ\n\n## Why?\n\nBecause.\n")
+    assert _run(env, "migrate").returncode == 0
+    user = _run(env, "users", "create", "site@example.test").stdout.strip()
+    assert _run(env, "projects", "add", "site", str(root), "--user", user).returncode == 0
+    assert counts(one_json(_run(env, "index", "site").stdout)) == (2, 0, 0, 0)
+
+    # As an Engram from before the current rules left them: both files unchanged on disk since.
+    with sqlite3.connect(tmp_path / "data" / "engram.db") as db:
+        db.execute("UPDATE documents SET chunking = 1 WHERE path = 'README.md'")
+
+    again = one_json(_run(env, "index", "site").stdout)
+    assert counts(again) == (0, 1, 0, 1) and again["chunks_written"] == 1
+    assert counts(one_json(_run(env, "index", "site").stdout)) == (0, 0, 0, 2)
+    listed = one_json(_run(env, "projects", "list").stdout)
+    assert (listed["files"], listed["chunks"]) == (2, 2)
+    with sqlite3.connect(tmp_path / "data" / "engram.db") as db:
+        contents = [row[0] for row in db.execute("SELECT content FROM memories WHERE deleted_at IS NULL")]
+    assert sorted(contents) == [
+        "README.md > Site > Deploy\n\n## Deploy\n\nPush to main.",
+        "docs/faq.md > FAQ > Why?\n\n## Why?\n\nBecause.",
+    ]
