@@ -458,6 +458,21 @@ async def test_scores_are_readable_and_threshold_zero_keeps_everything(engine: M
     assert 0 <= scores[unrelated] < 0.05
 
 
+async def test_a_document_section_weighs_meaning_and_words_alike(engine: MemoryEngine, embedder: Any) -> None:
+    text = "fs.mkdir creates a directory; with recursive it creates the parent directories as well"
+    note = await add(engine, text)
+    section = await add(engine, text, metadata={"kind": "document", "source": "api/fs.md > mkdir"})
+    # No word in common with either: only meaning counts, and a document section gives it twice the weight.
+    query = "make a folder and any missing folders above it"
+    cosine = sum(a * b for a, b in zip(embedder.embed(text), embedder.embed(query), strict=True))
+    assert cosine > 0.2
+    hits = await engine.search(user_id="u_1", query=query, visibilities=["user"], limit=2, threshold=0)
+    scores = {hit.id: hit.score for hit in hits}
+    assert [hit.id for hit in hits] == [section, note]
+    assert scores[note] == pytest.approx(0.25 * cosine, abs=1e-4)
+    assert scores[section] == pytest.approx(0.5 * cosine, abs=1e-4)
+
+
 def test_both_stores_score_alike(tmp_path: Path, embedder: OnnxMiniLMEmbedder) -> None:
     """The fusion is the same formula on qdrant-edge and qdrant-client: the same memories get the same scores."""
 

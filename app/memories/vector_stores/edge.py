@@ -104,31 +104,33 @@ def _lock_exclusively(shard_path: Path) -> int:
     return fd
 
 
-_FORMULA = qe.Formula(
-    qe.Expression.Sum(
+def _formula() -> qe.Formula:
+    """``hybrid``'s fusion: the dense weight is DENSE_WEIGHT, plus the document difference for document sections."""
+    is_document = qe.Expression.Condition(
+        qe.FieldCondition(key=hybrid.KIND_FIELD, match=qe.MatchValue(lexical.DOCUMENT_KIND))
+    )
+    weight = qe.Expression.Sum(
         [
+            qe.Expression.Constant(hybrid.DENSE_WEIGHT),
             qe.Expression.Mult(
-                [
-                    qe.Expression.Constant(hybrid.DENSE_WEIGHT),
-                    qe.Expression.Max([qe.Expression.Variable("$score[0]"), qe.Expression.Constant(0.0)]),
-                ]
-            ),
-            qe.Expression.Mult(
-                [
-                    qe.Expression.Constant(1 - hybrid.DENSE_WEIGHT),
-                    qe.Expression.Div(
-                        qe.Expression.Variable("$score[1]"),
-                        qe.Expression.Sum(
-                            [qe.Expression.Variable("$score[1]"), qe.Expression.Constant(hybrid.SATURATION)]
-                        ),
-                        by_zero_default=0.0,
-                    ),
-                ]
+                [qe.Expression.Constant(hybrid.DOCUMENT_DENSE_WEIGHT - hybrid.DENSE_WEIGHT), is_document]
             ),
         ]
-    ),
-    defaults={"$score[0]": 0.0, "$score[1]": 0.0},
-)
+    )
+    dense = qe.Expression.Max([qe.Expression.Variable("$score[0]"), qe.Expression.Constant(0.0)])
+    lexical_term = qe.Expression.Div(
+        qe.Expression.Variable("$score[1]"),
+        qe.Expression.Sum([qe.Expression.Variable("$score[1]"), qe.Expression.Constant(hybrid.SATURATION)]),
+        by_zero_default=0.0,
+    )
+    rest = qe.Expression.Sum([qe.Expression.Constant(1.0), qe.Expression.Neg(weight)])
+    return qe.Formula(
+        qe.Expression.Sum([qe.Expression.Mult([weight, dense]), qe.Expression.Mult([rest, lexical_term])]),
+        defaults={"$score[0]": 0.0, "$score[1]": 0.0},
+    )
+
+
+_FORMULA = _formula()
 
 
 def _point(point_id: str, vector: Sequence[float], payload: dict[str, Any]) -> qe.Point:

@@ -1,11 +1,15 @@
 """How both stores score a search: a dense (cosine) and a lexical (BM25) prefetch, fused by one formula in the query.
 
-score = DENSE_WEIGHT * max(cosine, 0) + (1 - DENSE_WEIGHT) * bm25 / (bm25 + SATURATION)
+score = w * max(cosine, 0) + (1 - w) * bm25 / (bm25 + SATURATION)
 
-Both terms lie in [0, 1], so the fused score does too and reads the same on every store: about 0 for unrelated text,
-0.1-0.2 for a paraphrase sharing no word, 0.4 and more when the words match as well. The weights were tuned on a
-public conversational benchmark (bench/quality.py). A point one prefetch missed counts 0 for that term; the
-prefetches reach far past the caller's limit so that this rarely matters.
+with w = DENSE_WEIGHT, or DOCUMENT_DENSE_WEIGHT for a section of an indexed document. Both terms lie in [0, 1], so the
+fused score does too and reads the same on every store: about 0 for unrelated text, 0.1-0.2 for a paraphrase sharing
+no word, 0.4 and more when the words match as well. DENSE_WEIGHT was tuned on a public conversational benchmark
+(bench/quality.py), where a memory is a short turn and a shared word is strong evidence. A document section is long
+text that shares many words with questions it does not answer, while the question's own words are often not the
+docs' ("folder" for "directory"): there both terms count alike (bench/index.py, 20 questions on a docs tree: the right
+section in the top 3 for 14 with DENSE_WEIGHT, 17 for any weight from 0.45 to 0.55). A point one prefetch missed
+counts 0 for that term; the prefetches reach far past the caller's limit so that this rarely matters.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from app.memories import lexical
 DENSE = ""  # the dense vector keeps the unnamed slot it had before hybrid search
 LEXICAL = "lexical"
 DENSE_WEIGHT = 0.25
+DOCUMENT_DENSE_WEIGHT = 0.5
+# Where a point says it is a document section (``metadata.kind``, nested under ``meta`` in the payload).
+KIND_FIELD = "meta.kind"
 SATURATION = 10.0
 # The dense prefetch reaches deep: a point the lexical prefetch found but the dense one did not would lose its dense
 # term. Scoring a tenant's points is a scan either way (no HNSW on the embedded store), so depth costs little.

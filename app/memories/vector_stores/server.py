@@ -60,28 +60,31 @@ def _locked(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-_FORMULA = models.FormulaQuery(
-    formula=models.SumExpression(
+def _formula() -> models.FormulaQuery:
+    """``hybrid``'s fusion: the dense weight is DENSE_WEIGHT, plus the document difference for document sections."""
+    is_document = models.FieldCondition(key=hybrid.KIND_FIELD, match=models.MatchValue(value=lexical.DOCUMENT_KIND))
+    weight = models.SumExpression(
         sum=[
-            models.MultExpression(
-                mult=[hybrid.DENSE_WEIGHT, models.MaxExpression(max=["$score[0]", 0.0])],
-            ),
-            models.MultExpression(
-                mult=[
-                    1 - hybrid.DENSE_WEIGHT,
-                    models.DivExpression(
-                        div=models.DivParams(
-                            left="$score[1]",
-                            right=models.SumExpression(sum=["$score[1]", hybrid.SATURATION]),
-                            by_zero_default=0.0,
-                        )
-                    ),
-                ]
-            ),
+            hybrid.DENSE_WEIGHT,
+            models.MultExpression(mult=[hybrid.DOCUMENT_DENSE_WEIGHT - hybrid.DENSE_WEIGHT, is_document]),
         ]
-    ),
-    defaults={"$score[0]": 0.0, "$score[1]": 0.0},
-)
+    )
+    dense = models.MaxExpression(max=["$score[0]", 0.0])
+    lexical_term = models.DivExpression(
+        div=models.DivParams(
+            left="$score[1]", right=models.SumExpression(sum=["$score[1]", hybrid.SATURATION]), by_zero_default=0.0
+        )
+    )
+    rest = models.SumExpression(sum=[1.0, models.NegExpression(neg=weight)])
+    return models.FormulaQuery(
+        formula=models.SumExpression(
+            sum=[models.MultExpression(mult=[weight, dense]), models.MultExpression(mult=[rest, lexical_term])]
+        ),
+        defaults={"$score[0]": 0.0, "$score[1]": 0.0},
+    )
+
+
+_FORMULA = _formula()
 
 
 def _point(point_id: str, vector: Sequence[float], payload: dict[str, Any]) -> models.PointStruct:
