@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from app.identity import MAX_NAME, NAME_PATTERN
+from app.memories.lexical import DOCUMENT_KIND
 from app.memories.scopes import Scope, Visibility
 from app.text import MAX_METADATA_KEYS, pydantic_metadata, pydantic_text
 
@@ -100,7 +101,7 @@ Source = Annotated[
 
 def source_of(metadata: dict[str, Any] | None) -> str | None:
     """Where an indexed document chunk came from; None for any other memory."""
-    if not metadata or metadata.get("kind") != "document":
+    if not metadata or metadata.get("kind") != DOCUMENT_KIND:
         return None
     source = metadata.get("source") or metadata.get("path")
     return source if isinstance(source, str) else None

@@ -21,6 +21,7 @@ from app.accounts.principal import Principal
 from app.db import Database, utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.identity import Identity
+from app.memories.lexical import DOCUMENT_KIND
 from app.memories.schemas import MemoryIn, MemoryOut
 from app.memories.service import MemoryService
 from app.projects import files, repository
@@ -28,7 +29,7 @@ from app.projects.chunking import CHUNKING, Chunk, Unchunkable, chunk_document, 
 from app.projects.models import Document
 from app.projects.schemas import DocumentIn, DocumentList, DocumentOut, FileResult, IndexReport, Skipped
 
-DOCUMENT_TAG = "document"
+DOCUMENT_TAG = DOCUMENT_KIND  # the tag and the metadata kind: search and sources know chunks by it
 # Concurrent writers of one session's documents (another instance, say) make a write start over; after this many
 # tries the caller hears 409.
 ATTEMPTS = 3
