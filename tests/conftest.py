@@ -111,6 +111,10 @@ def _settings(tmp: object, database_url: str, **overrides: object) -> object:
         "device_authorizations_per_hour",
     ):
         overrides.setdefault(limit, 1_000_000)
+    # The test servers share one PostgreSQL database, so each would watch and index every project any test registers
+    # there, racing the server under test (whose embedded index then learns the others' writes only through its log
+    # follower). Only the server the project tests use watches (``api``).
+    overrides.setdefault("watch_projects", False)
     # Streams re-check their credential this often; small, so revocation tests need not wait 15 s.
     overrides.setdefault("stream_recheck_seconds", 0.2)
     overrides.setdefault(
@@ -131,7 +135,8 @@ def api(pg_database_url: str, embedder: object, tmp_path_factory: pytest.TempPat
     """The server over real HTTP on 127.0.0.1, backed by a throwaway PostgreSQL database and the embedded index."""
     from tests.harness import serve
 
-    settings = _settings(tmp_path_factory.mktemp("api"), pg_database_url, max_memory_chars=2000, max_body_bytes=65536)
+    tmp = tmp_path_factory.mktemp("api")
+    settings = _settings(tmp, pg_database_url, max_memory_chars=2000, max_body_bytes=65536, watch_projects=True)
     with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
         yield server
 
