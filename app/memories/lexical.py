@@ -82,6 +82,8 @@ def _stem(word: str) -> str:
 
 def _fold(text: str) -> str:
     """Lowercase, accents removed (café -> cafe), typographic apostrophes made plain."""
+    if text.isascii():  # nothing to decompose: the per-character pass below was half of indexing a memory's words
+        return text.lower()
     text = unicodedata.normalize("NFKD", text.lower().replace("\u2019", "'"))
     return "".join(c for c in text if not unicodedata.combining(c))
 

@@ -99,3 +99,25 @@ def test_vectors_are_the_same_in_another_process() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True, timeout=60
     ).stdout.strip()
     assert other == str(lexical.document_vector("Caroline went to the support group"))
+
+
+def test_the_compiled_stemmer_cuts_words_as_the_reference_snowball_does() -> None:
+    """Stems are token ids in every index: the stemmer that runs (PyStemmer, 20x faster) must cut every word as the
+    pure-Python Snowball reference does, or a search would miss what an older index holds."""
+    from snowballstemmer.english_stemmer import EnglishStemmer
+
+    assert type(lexical._stemmer()).__module__ == "Stemmer"
+    reference = EnglishStemmer()
+    words = sorted(
+        set(lexical._WORD.findall(" ".join(p.read_text().lower() for p in Path(lexical.__file__).parent.rglob("*.py"))))
+        | {"running", "generously", "hopefulness", "caresses", "ponies", "skies", "dying", "news", "proceedings"}
+    )
+    assert len(words) > 1000
+    assert [lexical._stemmer().stemWord(w) for w in words] == [reference.stemWord(w) for w in words]
+
+
+def test_ascii_text_folds_as_unicode_text_does() -> None:
+    """The fast path for plain ASCII gives what normalising would."""
+    for text in ("Plain ASCII, Mixed CASE 123", "it's o'clock", ""):
+        assert lexical._fold(text) == text.lower()
+    assert lexical._fold("Crème Brûlée\u2019s") == "creme brulee's"
