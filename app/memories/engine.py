@@ -215,6 +215,11 @@ class MemoryEngine:
         found = await self._run(self._store.vectors, list(ids))
         return {pid: (to_indexed(pid, payload), vector) for pid, (payload, vector) in found.items()}
 
+    async def packed_vectors(self, ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+        """For each of ``ids`` the index holds: the content it was embedded from and its dense vector as
+        little-endian float32 bytes (edge sync ships these instead of embedding again)."""
+        return await self._run(self._store.packed_vectors, list(ids))
+
     async def purge(self, ids: Sequence[str]) -> None:
         """Delete these points whoever owns them (repair: index points no database row backs)."""
         await self._run(self._purge, list(ids))

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import BigInteger, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
@@ -38,6 +39,63 @@ class MemoryRecord(Base):
     origin: Mapped[str] = mapped_column(String(40), default="")
 
     __mapper_args__ = {"version_id_col": hlc, "version_id_generator": False}
+
+
+class StoredMemory(Protocol):
+    """What readers of a memory's fields need: a ``MemoryRecord``, or a ``NewMemory`` not yet written."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def user_id(self) -> str: ...
+    @property
+    def session(self) -> str | None: ...
+    @property
+    def agent(self) -> str | None: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def visibility(self) -> str: ...
+    @property
+    def role(self) -> str | None: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def tags(self) -> list[str]: ...
+    @property
+    def metadata_(self) -> dict[str, Any]: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def updated_at(self) -> datetime: ...
+    @property
+    def deleted_at(self) -> datetime | None: ...
+    @property
+    def hlc(self) -> int: ...
+    @property
+    def origin(self) -> str: ...
+
+
+@dataclass(slots=True)
+class NewMemory:
+    """A memory about to be inserted as a plain row (a synced batch's new memories): ``MemoryRecord``'s attributes
+    without the ORM's per-object bookkeeping, which cost more than the insert itself."""
+
+    id: str
+    user_id: str
+    session: str | None
+    agent: str | None
+    scope: str
+    visibility: str
+    role: str | None
+    content: str
+    tags: list[str]
+    metadata_: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+    hlc: int
+    origin: str
 
 
 class MemoryEvent(Base):

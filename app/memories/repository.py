@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.memories.models import MemoryEvent, MemoryRecord
+from app.memories.models import MemoryEvent, MemoryRecord, StoredMemory
 
 
 async def get(session: AsyncSession, user_id: str, memory_id: str) -> MemoryRecord | None:
@@ -59,14 +59,14 @@ async def page(
 
 
 async def previous_contents(
-    session: AsyncSession, records: Sequence[MemoryRecord], *, within: timedelta
+    session: AsyncSession, records: Sequence[StoredMemory], *, within: timedelta
 ) -> dict[str, str]:
     """``previous_content`` for many records at once (by record id; those without a neighbour are left out).
 
     A few queries per place instead of one per record: the ids and times of the live memories around the records
     (the one before the earliest, and those between the earliest and the latest), from which each record's
     neighbour is picked here, then the contents of the neighbours that are not among the records."""
-    places: dict[tuple[str, str], list[MemoryRecord]] = {}
+    places: dict[tuple[str, str], list[StoredMemory]] = {}
     for record in records:
         places.setdefault((record.user_id, record.visibility), []).append(record)
     neighbour: dict[str, str] = {}

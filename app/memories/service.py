@@ -27,7 +27,7 @@ from app.errors import MemoryTooLarge, NotFound, PayloadTooLarge, ValidationFail
 from app.identity import Identity
 from app.memories import repository
 from app.memories.engine import IndexedMemory, MemoryEngine
-from app.memories.models import MemoryEvent, MemoryRecord
+from app.memories.models import MemoryEvent, MemoryRecord, StoredMemory
 from app.memories.schemas import (
     CreatedMemory,
     HistoryEntry,
@@ -106,7 +106,7 @@ def to_out(record: MemoryRecord) -> MemoryOut:
     )
 
 
-def to_indexed(record: MemoryRecord, context: str | None = None) -> IndexedMemory:
+def to_indexed(record: StoredMemory, context: str | None = None) -> IndexedMemory:
     return IndexedMemory(
         id=record.id,
         user_id=record.user_id,
@@ -122,7 +122,7 @@ def to_indexed(record: MemoryRecord, context: str | None = None) -> IndexedMemor
     )
 
 
-async def with_context(session: AsyncSession, records: Sequence[MemoryRecord]) -> list[IndexedMemory]:
+async def with_context(session: AsyncSession, records: Sequence[StoredMemory]) -> list[IndexedMemory]:
     """Records as the index holds them: each with its neighbour context (see ``lexical``)."""
     contexts = await repository.previous_contents(session, records, within=CONTEXT_WINDOW)
     return [to_indexed(r, contexts.get(r.id)) for r in records]

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db import Database, utcnow
 from app.errors import Conflict, Forbidden, MemoryTooLarge, ValidationFailed
 from app.memories.engine import IndexedMemory, MemoryEngine
-from app.memories.models import MemoryEvent, MemoryRecord
+from app.memories.models import MemoryEvent, MemoryRecord, NewMemory
 from app.memories.service import with_context
 from app.quotas.service import Quotas
 from app.sync import hlc as hlc_codec
@@ -59,12 +59,12 @@ class _EventRow:
 
 @dataclass
 class _Plan:
-    changed: dict[str, MemoryRecord] = field(default_factory=dict)
+    changed: dict[str, MemoryRecord | NewMemory] = field(default_factory=dict)
     ops: dict[str, Op] = field(default_factory=dict)
     vectors: dict[str, list[float]] = field(default_factory=dict)
     events: list[_EventRow] = field(default_factory=list)
     # Memories this batch creates: inserted in one statement, not through the session (see ``_insert_new``).
-    new: list[MemoryRecord] = field(default_factory=list)
+    new: list[NewMemory] = field(default_factory=list)
     net_added: int = 0
     result: Applied = field(default_factory=Applied)
 
@@ -136,7 +136,7 @@ class Applier:
         try:
             async with self.db.session() as session:
                 ids = sorted({c.memory_id for c in batch})
-                rows = await _rows(session, ids)
+                rows: dict[str, MemoryRecord | NewMemory] = dict(await _rows(session, ids))
                 for row in rows.values():
                     if row.user_id != user_id:
                         raise Forbidden(f"memory {row.id} cannot be written with this account's credentials")
@@ -174,13 +174,18 @@ class Applier:
         return plan.result
 
     async def _one(
-        self, session: AsyncSession, user_id: str, rows: dict[str, MemoryRecord], change: Incoming, plan: _Plan
+        self,
+        session: AsyncSession,
+        user_id: str,
+        rows: dict[str, MemoryRecord | NewMemory],
+        change: Incoming,
+        plan: _Plan,
     ) -> None:
         record = rows.get(change.memory_id)
         wire = change.record
         actor = f"{user_id} via sync from {change.origin}"
         if record is None:
-            record = MemoryRecord(
+            record = NewMemory(
                 id=change.memory_id,
                 user_id=user_id,
                 session=wire.session,
@@ -241,7 +246,7 @@ class Applier:
         self._changed(plan, record, change)
 
     @staticmethod
-    def _changed(plan: _Plan, record: MemoryRecord, change: Incoming) -> None:
+    def _changed(plan: _Plan, record: MemoryRecord | NewMemory, change: Incoming) -> None:
         plan.changed[record.id] = record
         plan.ops[record.id] = change.op
         plan.result.applied += 1
@@ -250,7 +255,9 @@ class Applier:
         else:
             plan.vectors.pop(record.id, None)
 
-    async def _lost(self, session: AsyncSession, record: MemoryRecord, change: Incoming, plan: _Plan) -> None:
+    async def _lost(
+        self, session: AsyncSession, record: MemoryRecord | NewMemory, change: Incoming, plan: _Plan
+    ) -> None:
         """Keep a losing version in the memory's history, naming the winner, unless the memory already held it."""
         actor = (
             f"sync: {change.op} {hlc_codec.encode(change.hlc)} from {change.origin} lost to "
@@ -308,7 +315,7 @@ async def _rows(session: AsyncSession, ids: Sequence[str]) -> dict[str, MemoryRe
 _RECORD_COLUMNS = [(prop.key, prop.columns[0].name) for prop in MemoryRecord.__mapper__.column_attrs]
 
 
-async def _insert_new(session: AsyncSession, records: Sequence[MemoryRecord]) -> None:
+async def _insert_new(session: AsyncSession, records: Sequence[NewMemory]) -> None:
     """Insert new memories as they stand after the whole batch, in one statement: the session's unit of work
     spent more on bookkeeping per object than the insert itself. A memory another transaction created meanwhile
     fails on its key as a flush would (``IntegrityError``, the batch is retried)."""
@@ -324,7 +331,7 @@ async def _insert_events(session: AsyncSession, events: Sequence[_EventRow]) -> 
         await session.execute(insert(MemoryEvent), [{c: getattr(e, c) for c in columns} for e in events])
 
 
-def _event(record: MemoryRecord, event: str, actor: str, **contents: str | None) -> _EventRow:
+def _event(record: MemoryRecord | NewMemory, event: str, actor: str, **contents: str | None) -> _EventRow:
     return _EventRow(
         memory_id=record.id,
         user_id=record.user_id,

@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database, utcnow
-from app.memories.models import MemoryRecord
+from app.memories.models import MemoryRecord, StoredMemory
 from app.sync.hlc import HybridClock
 from app.sync.models import MemoryChange, SyncNode
 
@@ -74,7 +74,7 @@ class ChangeLog:
     async def append(
         self,
         session: AsyncSession,
-        records: Sequence[MemoryRecord],
+        records: Sequence[StoredMemory],
         op: Op | Sequence[Op],
         *,
         source: str | None = None,

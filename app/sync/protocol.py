@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from sqlalchemy import Row
 
 from app.errors import ValidationFailed
 from app.identity import Identity
@@ -108,7 +109,12 @@ class VectorWire(_Strict):
 
 
 def encode_vector(model: str, vector: list[float]) -> VectorWire:
-    return VectorWire(model=model, data=base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode())
+    return packed_vector(model, np.asarray(vector, dtype="<f4").tobytes())
+
+
+def packed_vector(model: str, packed: bytes) -> VectorWire:
+    """A vector already packed as little-endian float32 bytes (``MemoryEngine.packed_vectors``)."""
+    return VectorWire.model_construct(model=model, data=base64.b64encode(packed).decode())
 
 
 class ChangeWire(_Strict):
@@ -186,8 +192,9 @@ def incoming(change: ChangeWire, model_id: str, dims: int | None = None) -> Inco
     )
 
 
-def outgoing(record: MemoryRecord, vector: VectorWire | None = None) -> ChangeWire:
-    """A memory's current version as a change (a tombstone for a deleted memory)."""
+def outgoing(record: MemoryRecord | Row[Any], vector: VectorWire | None = None) -> ChangeWire:
+    """A memory's current version as a change (a tombstone for a deleted memory), from its record or a row of the
+    same attribute names."""
     op: Op = "delete" if record.deleted_at is not None else "upsert"
     # Not validated again: the record passed the same rules when it was written here, and the receiver checks it.
     return ChangeWire.model_construct(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 
 from app.errors import NotFound, ValidationFailed
@@ -553,3 +554,17 @@ async def test_a_dense_only_index_is_emptied_to_be_rebuilt(
     assert (await search(engine, "status of ticket ZX-4471"))[0] == old
     engine.close()
     assert not open_engine().rebuilt  # once upgraded, it stays
+
+
+async def test_packed_vectors_are_the_indexed_vectors_as_float32(engine: MemoryEngine, embedder: Any) -> None:
+    """What edge sync ships: the content each point was embedded from and its dense vector, little-endian float32."""
+    kept = await add(engine, "Owns a grey cat named Miso")
+    gone = await add(engine, "Speaks Portuguese")
+    await engine.purge([gone])
+    packed = await engine.packed_vectors([kept, gone, "not-a-uuid", str(uuid.uuid4())])
+    assert set(packed) == {kept}
+    content, raw = packed[kept]
+    assert content == "Owns a grey cat named Miso"
+    [(_, floats)] = (await engine.vectors([kept])).values()
+    assert raw == np.asarray(floats, dtype="<f4").tobytes()
+    assert np.allclose(np.frombuffer(raw, dtype="<f4"), embedder.embed(content), atol=1e-5)

@@ -28,6 +28,7 @@ from app.memories.vector_stores.base import (
     IndexLocked,
     StoredPoint,
     StoreError,
+    pack_vector,
     valid_uuid,
     wanted,
 )
@@ -363,6 +364,22 @@ class EdgeVectorStore(VectorStoreBase):
             dense = hybrid.dense_of(r.vector)
             if dense is not None:
                 out[str(r.id)] = (dict(r.payload or {}), dense)
+        return out
+
+    def packed_vectors(self, ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+        """The content and dense vector (``pack_vector``) of each point among ``ids``: what edge sync ships. Reads
+        only the content and the dense vector, which costs a fifth of ``vectors`` per point."""
+        wanted_ids: builtins.list[int | uuid.UUID | str] = [str(i) for i in ids if valid_uuid(i)]
+        if not wanted_ids:
+            return {}
+        selector = qe.PayloadSelector.Include(["data"])
+        records = self._read(lambda shard: shard.retrieve(wanted_ids, selector, [hybrid.DENSE]))
+        out: dict[str, tuple[str, bytes]] = {}
+        for r in records:
+            vectors = r.vector
+            packed = pack_vector(vectors.get(hybrid.DENSE) if isinstance(vectors, dict) else vectors)
+            if packed is not None:
+                out[str(r.id)] = (str((r.payload or {}).get("data", "")), packed)
         return out
 
     def ping(self) -> None:

@@ -23,6 +23,7 @@ from app.memories.vector_stores.base import (
     TENANT_FIELD,
     StoredPoint,
     StoreError,
+    pack_vector,
     valid_uuid,
     wanted,
 )
@@ -288,6 +289,20 @@ class ServerQdrantStore(Qdrant):
         found = self.client.retrieve(self.collection_name, ids=wanted_ids, with_payload=True, with_vectors=True)
         dense = {str(r.id): (dict(r.payload or {}), hybrid.dense_of(r.vector)) for r in found}
         return {pid: (payload, vector) for pid, (payload, vector) in dense.items() if vector is not None}
+
+    @_locked
+    def packed_vectors(self, ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+        """The content and dense vector (``pack_vector``) of each point among ``ids``: what edge sync ships."""
+        wanted_ids = [str(i) for i in ids if valid_uuid(i)]
+        if not wanted_ids:
+            return {}
+        found = self.client.retrieve(self.collection_name, ids=wanted_ids, with_payload=["data"], with_vectors=True)
+        out: dict[str, tuple[str, bytes]] = {}
+        for r in found:
+            packed = pack_vector(hybrid.dense_of(r.vector))
+            if packed is not None:
+                out[str(r.id)] = (str((r.payload or {}).get("data", "")), packed)
+        return out
 
     @_locked
     def ping(self) -> None:
