@@ -121,6 +121,29 @@ def test_a_link_made_while_serving_exchanges_everything_then_each_write_as_it_ha
     assert "engram_sync_pending_changes" in metrics and "engram_sync_pull_lag_seconds" in metrics
 
 
+def test_a_backlog_drains_in_many_batches_while_the_node_keeps_writing(edge: HostedEdge, node: Deployment) -> None:
+    """Batches of four, each read while the edge applies the one before: whatever the node writes meanwhile (new
+    memories, edits and deletes of memories already sent or still waiting) ends up on the edge as the node has it."""
+    edge_user, edge_key = edge.user()
+    local_user, local_key = node.user()
+    node.settings["ENGRAM_SYNC_BATCH_SIZE"] = "4"
+    node.start()
+    with node.client(local_key) as http:
+        ids = [http.post("/v1/memories", json={"content": f"backlog note {n}"}).json()["id"] for n in range(30)]
+        link_with_client(node, edge, local_user, edge_user, "pipelined box")
+        for n in range(0, 30, 3):
+            assert http.patch(f"/v1/memories/{ids[n]}", json={"content": f"backlog note {n}, edited"}).is_success
+        for n in range(1, 30, 5):
+            assert http.delete(f"/v1/memories/{ids[n]}").is_success
+        for n in range(30, 40):
+            assert http.post("/v1/memories", json={"content": f"backlog note {n}"}).status_code == 201
+    kept = [n for n in range(40) if n >= 30 or n % 5 != 1]
+    expected = {f"backlog note {n}" + (", edited" if n < 30 and n % 3 == 0 else "") for n in kept}
+    assert contents(node, local_key) == expected
+    until(lambda: contents(edge, edge_key) == expected, "the edge holds what the node holds")
+    until(lambda: link_of(node, local_user)["pending"] == 0, "nothing pending")
+
+
 def test_sync_once_exchanges_without_a_server_and_says_why_when_it_cannot(edge: HostedEdge, node: Deployment) -> None:
     edge_user, edge_key = edge.user()
     local_user, local_key = node.user()

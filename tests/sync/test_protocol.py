@@ -167,3 +167,25 @@ def test_sync_takes_only_sync_tokens_and_names_what_is_wrong_with_a_request(api:
     assert ahead.status_code == 409 and ahead.json()["error"]["code"] == "cursor_reset"
     with api.client(alice.key) as http:
         assert http.get("/v1/memories").json()["memories"] == []
+
+
+def test_a_shipped_vector_is_used_only_when_it_is_finite_float32() -> None:
+    """Anything else makes the receiver embed again; it is never indexed as it came."""
+    import base64
+    import struct
+
+    from app.sync.protocol import VectorWire, encode_vector
+
+    def shipped(raw: bytes) -> VectorWire:
+        return VectorWire(model="m", data=base64.b64encode(raw).decode())
+
+    vector = [0.25, -1.5, 3.0e38, 1e-30]
+    assert encode_vector("m", vector).floats() == [struct.unpack("<f", struct.pack("<f", x))[0] for x in vector]
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        assert shipped(struct.pack("<3f", 0.5, bad, 0.5)).floats() is None
+    assert shipped(struct.pack("<2f", 3.0e38, -3.0e38)).floats() == [
+        struct.unpack("<f", struct.pack("<f", x))[0] for x in (3.0e38, -3.0e38)
+    ]
+    assert shipped(b"\x00\x00\x80").floats() is None  # not a whole float
+    assert shipped(b"").floats() is None
+    assert VectorWire(model="m", data="not base64!").floats() is None
