@@ -321,14 +321,15 @@ async def _insert_new(session: AsyncSession, records: Sequence[NewMemory]) -> No
     fails on its key as a flush would (``IntegrityError``, the batch is retried)."""
     if records:
         rows = [{column: getattr(r, key) for key, column in _RECORD_COLUMNS} for r in records]
-        await session.execute(insert(cast(Table, MemoryRecord.__table__)), rows)
+        await (await session.connection()).execute(insert(cast(Table, MemoryRecord.__table__)), rows)
 
 
 async def _insert_events(session: AsyncSession, events: Sequence[_EventRow]) -> None:
     """In one statement (the ORM would insert them one by one to learn their ids, which nothing here needs)."""
     if events:
         columns = ("memory_id", "user_id", "event", "old_content", "new_content", "actor", "created_at")
-        await session.execute(insert(MemoryEvent), [{c: getattr(e, c) for c in columns} for e in events])
+        table = cast(Table, MemoryEvent.__table__)
+        await (await session.connection()).execute(insert(table), [{c: getattr(e, c) for c in columns} for e in events])
 
 
 def _event(record: MemoryRecord | NewMemory, event: str, actor: str, **contents: str | None) -> _EventRow:

@@ -13,10 +13,10 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import Table, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -98,7 +98,7 @@ class ChangeLog:
             for r, record_op in zip(records, ops, strict=True)
         ]
         if rows:  # one statement for the lot (the ORM would insert row by row to learn each new position)
-            await session.execute(insert(MemoryChange), rows)
+            await (await session.connection()).execute(insert(cast(Table, MemoryChange.__table__)), rows)
 
     def committed(self) -> None:
         """Called after the transaction committed: wake the pushers and long-polls of this process."""
