@@ -97,7 +97,11 @@ class Settings(BaseSettings):
     # hold this many changes; a node retries an unreachable edge at most this far apart, long-polls this long, and
     # notices links made or removed by `engram sync` this often. sync_node_name: how the edge lists this machine.
     sync_max_clock_skew_seconds: float = Field(default=300.0, gt=0)
-    sync_batch_size: int = Field(default=500, ge=1, le=1000)
+    # The protocol's largest batch: a backlog drains about a tenth faster than in batches of 500 (bench/sync.py).
+    sync_batch_size: int = Field(default=1000, ge=1, le=1000)
+    # A push body over this goes in parts: the edge takes at most 16 MiB; lower it for a proxy in front of the edge
+    # that takes less (nginx's default is 1 MiB). A batch of long texts in a non-Latin script can pass 16 MiB.
+    sync_push_max_bytes: int = Field(default=16 * 1024 * 1024, ge=16 * 1024, le=16 * 1024 * 1024)
     sync_retry_max_seconds: float = Field(default=1.0, gt=0)
     sync_pull_wait_seconds: float = Field(default=25.0, ge=0, le=60)
     sync_links_poll_seconds: float = Field(default=1.0, gt=0)

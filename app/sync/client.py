@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from app.db import Database
 from app.sync import credentials, links
 from app.sync.credentials import CredentialsRefused, Edge, EdgeUnreachable, SyncAuthError, Tokens
-from app.sync.protocol import ChangeWire, PullOut, PushIn, PushOut
+from app.sync.protocol import MAX_PUSH_BYTES, ChangeWire, PullOut, PushIn, PushOut
 
 # Renew a token this long before it expires, rather than have a request refused.
 RENEW_BEFORE_SECONDS = 60.0
@@ -58,8 +58,18 @@ def _error_message(response: httpx.Response) -> tuple[str, str]:
 class EdgeSession:
     """One link's conversation with its edge. Created per process; ``http`` is owned by the caller."""
 
-    def __init__(self, http: httpx.AsyncClient, db: Database, link_id: str, edge: Edge, tokens: Tokens) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        db: Database,
+        link_id: str,
+        edge: Edge,
+        tokens: Tokens,
+        *,
+        max_push_bytes: int = MAX_PUSH_BYTES,
+    ) -> None:
         self.http = http
+        self.max_push_bytes = max_push_bytes
         self.db = db
         self.link_id = link_id
         self.edge = edge
@@ -67,8 +77,20 @@ class EdgeSession:
         self._renewing = asyncio.Lock()
 
     async def push(self, node_id: str, name: str | None, changes: list[ChangeWire]) -> PushOut:
-        body = PushIn(node_id=node_id, name=name, changes=changes).model_dump(mode="json")
-        response = await self._call("POST", "/push", json=body)
+        """Send ``changes``. A body over ``max_push_bytes`` goes in halves, each applied on its own: changes are
+        versions, so a half applied alone or twice is harmless, and the caller moves the link past the batch only
+        once every part was taken."""
+        body = PushIn(node_id=node_id, name=name, changes=changes).model_dump_json().encode()
+        if len(body) > self.max_push_bytes and len(changes) > 1:
+            half = len(changes) // 2
+            parts = [await self.push(node_id, name, changes[:half]), await self.push(node_id, name, changes[half:])]
+            return PushOut(
+                accepted=sum(p.accepted for p in parts),
+                applied=sum(p.applied for p in parts),
+                unchanged=sum(p.unchanged for p in parts),
+                conflicts=sum(p.conflicts for p in parts),
+            )
+        response = await self._call("POST", "/push", content=body, headers={"Content-Type": "application/json"})
         return PushOut.model_validate(self._json(response))
 
     async def pull(self, *, cursor: str, limit: int, wait: float, node_id: str, name: str | None) -> PullOut:
@@ -117,7 +139,7 @@ class EdgeSession:
 
     async def _send(self, method: str, path: str, seconds: float, **kwargs: Any) -> httpx.Response:
         url = self.edge.sync_resource + path
-        headers = {"Authorization": f"Bearer {self.tokens.access_token}"}
+        headers = {**kwargs.pop("headers", {}), "Authorization": f"Bearer {self.tokens.access_token}"}
         try:
             return await self.http.request(method, url, headers=headers, timeout=seconds, **kwargs)
         except httpx.TransportError as exc:

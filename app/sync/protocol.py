@@ -28,6 +28,8 @@ from app.sync import hlc as hlc_codec
 
 NODE_ID = r"^[A-Za-z0-9_.:-]{1,40}$"
 MAX_BATCH = 1000
+# The largest push body an edge takes. A batch of a thousand changes with their vectors is a few megabytes.
+MAX_PUSH_BYTES = 16 * 1024 * 1024
 MAX_VECTOR_CHARS = 65_536
 _CHANGE_NAMESPACE = uuid.UUID("6f1c3f0e-5b2a-4c59-9f55-2d1f5f3b7a10")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")

@@ -16,11 +16,9 @@ from app.errors import Forbidden, ServiceUnavailable, Unauthorized
 from app.oauth import resources, scopes
 from app.observability.request_id import note_user
 from app.sync.edge import EdgeSync
-from app.sync.protocol import PullOut, PushIn, PushOut
+from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushIn, PushOut
 
 SYNC_PATH = resources.SYNC_PATH
-# A batch of a thousand changes with their vectors is a few megabytes.
-MAX_PUSH_BYTES = 16 * 1024 * 1024
 _PRINCIPAL = "engram.sync_principal"
 
 

@@ -94,7 +94,12 @@ class LinkRunner:
             if stored is None:
                 raise Stopped("the link was removed")
             self._session = EdgeSession(
-                self.http, self.context.db, self.link_id, edge, links.tokens_of(stored, edge.sync_resource)
+                self.http,
+                self.context.db,
+                self.link_id,
+                edge,
+                links.tokens_of(stored, edge.sync_resource),
+                max_push_bytes=self.context.settings.sync_push_max_bytes,
             )
         return self._session
 

@@ -144,6 +144,34 @@ def test_a_backlog_drains_in_many_batches_while_the_node_keeps_writing(edge: Hos
     until(lambda: link_of(node, local_user)["pending"] == 0, "nothing pending")
 
 
+def push_requests(edge: HostedEdge) -> int:
+    """How many pushes the edge has taken (its /metrics)."""
+    text = httpx.get(f"{edge.url}/metrics").text
+    counted = [line for line in text.splitlines() if line.startswith("engram_http_requests_total{")]
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in counted
+        if 'path="/sync/v1/push"' in line and 'status="200"' in line
+    )
+
+
+def test_a_push_too_large_for_one_body_goes_in_parts(edge: HostedEdge, node: Deployment) -> None:
+    """A batch whose body would pass the push limit (the edge's 16 MiB, or less for a proxy in front of it) is sent
+    in parts, and the link moves past it once every part was taken."""
+    edge_user, edge_key = edge.user()
+    local_user, local_key = node.user()
+    node.settings["ENGRAM_SYNC_PUSH_MAX_BYTES"] = str(16 * 1024)  # a few changes with their vectors
+    node.start()
+    texts = {f"part note {n}" for n in range(30)}
+    with node.client(local_key) as http:
+        assert http.post("/v1/memories", json={"memories": [{"content": t} for t in sorted(texts)]}).is_success
+    before = push_requests(edge)
+    link_with_client(node, edge, local_user, edge_user, "small body box")
+    until(lambda: contents(edge, edge_key) == texts, "every part reached the edge")
+    until(lambda: link_of(node, local_user)["pending"] == 0, "nothing pending")
+    assert push_requests(edge) - before >= 5  # one batch of 30 changes, in bodies of at most 16 KiB
+
+
 def test_sync_once_exchanges_without_a_server_and_says_why_when_it_cannot(edge: HostedEdge, node: Deployment) -> None:
     edge_user, edge_key = edge.user()
     local_user, local_key = node.user()
