@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import BigInteger, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
@@ -41,41 +41,6 @@ class MemoryRecord(Base):
     __mapper_args__ = {"version_id_col": hlc, "version_id_generator": False}
 
 
-class StoredMemory(Protocol):
-    """What readers of a memory's fields need: a ``MemoryRecord``, or a ``NewMemory`` not yet written."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def user_id(self) -> str: ...
-    @property
-    def session(self) -> str | None: ...
-    @property
-    def agent(self) -> str | None: ...
-    @property
-    def scope(self) -> str: ...
-    @property
-    def visibility(self) -> str: ...
-    @property
-    def role(self) -> str | None: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def tags(self) -> list[str]: ...
-    @property
-    def metadata_(self) -> dict[str, Any]: ...
-    @property
-    def created_at(self) -> datetime: ...
-    @property
-    def updated_at(self) -> datetime: ...
-    @property
-    def deleted_at(self) -> datetime | None: ...
-    @property
-    def hlc(self) -> int: ...
-    @property
-    def origin(self) -> str: ...
-
-
 @dataclass(slots=True)
 class NewMemory:
     """A memory about to be inserted as a plain row (a synced batch's new memories): ``MemoryRecord``'s attributes
@@ -96,6 +61,10 @@ class NewMemory:
     deleted_at: datetime | None
     hlc: int
     origin: str
+
+
+# What readers of a memory's fields take: a stored record, or a new one about to be inserted.
+StoredMemory = MemoryRecord | NewMemory
 
 
 class MemoryEvent(Base):

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db import Database, utcnow
 from app.errors import Conflict, Forbidden, MemoryTooLarge, ValidationFailed
 from app.memories.engine import IndexedMemory, MemoryEngine
-from app.memories.models import MemoryEvent, MemoryRecord, NewMemory
+from app.memories.models import MemoryEvent, MemoryRecord, NewMemory, StoredMemory
 from app.memories.service import with_context
 from app.quotas.service import Quotas
 from app.sync import hlc as hlc_codec
@@ -59,7 +59,7 @@ class _EventRow:
 
 @dataclass
 class _Plan:
-    changed: dict[str, MemoryRecord | NewMemory] = field(default_factory=dict)
+    changed: dict[str, StoredMemory] = field(default_factory=dict)
     ops: dict[str, Op] = field(default_factory=dict)
     vectors: dict[str, list[float]] = field(default_factory=dict)
     events: list[_EventRow] = field(default_factory=list)
@@ -136,7 +136,7 @@ class Applier:
         try:
             async with self.db.session() as session:
                 ids = sorted({c.memory_id for c in batch})
-                rows: dict[str, MemoryRecord | NewMemory] = dict(await _rows(session, ids))
+                rows = await _rows(session, ids)
                 for row in rows.values():
                     if row.user_id != user_id:
                         raise Forbidden(f"memory {row.id} cannot be written with this account's credentials")
@@ -177,7 +177,7 @@ class Applier:
         self,
         session: AsyncSession,
         user_id: str,
-        rows: dict[str, MemoryRecord | NewMemory],
+        rows: dict[str, StoredMemory],
         change: Incoming,
         plan: _Plan,
     ) -> None:
@@ -246,7 +246,7 @@ class Applier:
         self._changed(plan, record, change)
 
     @staticmethod
-    def _changed(plan: _Plan, record: MemoryRecord | NewMemory, change: Incoming) -> None:
+    def _changed(plan: _Plan, record: StoredMemory, change: Incoming) -> None:
         plan.changed[record.id] = record
         plan.ops[record.id] = change.op
         plan.result.applied += 1
@@ -255,9 +255,7 @@ class Applier:
         else:
             plan.vectors.pop(record.id, None)
 
-    async def _lost(
-        self, session: AsyncSession, record: MemoryRecord | NewMemory, change: Incoming, plan: _Plan
-    ) -> None:
+    async def _lost(self, session: AsyncSession, record: StoredMemory, change: Incoming, plan: _Plan) -> None:
         """Keep a losing version in the memory's history, naming the winner, unless the memory already held it."""
         actor = (
             f"sync: {change.op} {hlc_codec.encode(change.hlc)} from {change.origin} lost to "
@@ -304,7 +302,7 @@ class Applier:
             log.warning("could not restore the index after a failed sync batch", exc_info=True)
 
 
-async def _rows(session: AsyncSession, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+async def _rows(session: AsyncSession, ids: Sequence[str]) -> dict[str, StoredMemory]:
     """Every record with one of ``ids``, whoever owns it: the caller refuses a batch that touches another tenant's."""
     if not ids:
         return {}
@@ -332,7 +330,7 @@ async def _insert_events(session: AsyncSession, events: Sequence[_EventRow]) -> 
         await (await session.connection()).execute(insert(table), [{c: getattr(e, c) for c in columns} for e in events])
 
 
-def _event(record: MemoryRecord | NewMemory, event: str, actor: str, **contents: str | None) -> _EventRow:
+def _event(record: StoredMemory, event: str, actor: str, **contents: str | None) -> _EventRow:
     return _EventRow(
         memory_id=record.id,
         user_id=record.user_id,

@@ -20,7 +20,7 @@ from app.memories.engine import MemoryEngine
 from app.memories.models import MemoryRecord
 from app.sync.changelog import head
 from app.sync.models import MemoryChange
-from app.sync.protocol import ChangeWire, Cursor, outgoing, packed_vector
+from app.sync.protocol import ChangeWire, Cursor, SentRecord, outgoing, packed_vector
 
 
 class CursorAhead(Conflict):
@@ -58,11 +58,8 @@ class PullPage:
 # fraction of loading ORM objects (nothing here writes them back).
 _AS_ATTRIBUTES = [prop.columns[0].label(prop.key) for prop in MemoryRecord.__mapper__.column_attrs]
 
-# A memory read for sending: a ``MemoryRecord`` or a row of ``_AS_ATTRIBUTES`` (the same attribute names).
-Stored = MemoryRecord | Row[Any]
 
-
-async def with_vectors(engine: MemoryEngine | None, records: Sequence[Stored]) -> list[ChangeWire]:
+async def with_vectors(engine: MemoryEngine | None, records: Sequence[SentRecord]) -> list[ChangeWire]:
     """Changes for ``records``, each live one with its vector when the index holds it for this very content."""
     live = [r.id for r in records if r.deleted_at is None]
     found = await engine.packed_vectors(live) if engine is not None and live else {}

@@ -197,7 +197,11 @@ def incoming(change: ChangeWire, model_id: str, dims: int | None = None) -> Inco
     )
 
 
-def outgoing(record: MemoryRecord | Row[Any], vector: VectorWire | None = None) -> ChangeWire:
+# A memory read for sending: its record, or a row with the same attribute names (``app.sync.outbox``).
+SentRecord = MemoryRecord | Row[Any]
+
+
+def outgoing(record: SentRecord, vector: VectorWire | None = None) -> ChangeWire:
     """A memory's current version as a change (a tombstone for a deleted memory), from its record or a row of the
     same attribute names."""
     op: Op = "delete" if record.deleted_at is not None else "upsert"
