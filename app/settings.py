@@ -102,6 +102,8 @@ class Settings(BaseSettings):
     # A push body over this goes in parts: the edge takes at most 16 MiB; lower it for a proxy in front of the edge
     # that takes less (nginx's default is 1 MiB). A batch of long texts in a non-Latin script can pass 16 MiB.
     sync_push_max_bytes: int = Field(default=16 * 1024 * 1024, ge=16 * 1024, le=16 * 1024 * 1024)
+    # On an edge: the changes pushed lately, kept as pulls send them, for the nodes that pull close behind (0: none).
+    sync_pull_cache_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
     sync_retry_max_seconds: float = Field(default=1.0, gt=0)
     sync_pull_wait_seconds: float = Field(default=25.0, ge=0, le=60)
     sync_links_poll_seconds: float = Field(default=1.0, gt=0)

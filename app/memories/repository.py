@@ -65,7 +65,9 @@ async def previous_contents(
 
     A few queries per place instead of one per record: the ids and times of the live memories around the records
     (the one before the earliest, and those between the earliest and the latest), from which each record's
-    neighbour is picked here, then the contents of the neighbours that are not among the records."""
+    neighbour is picked here, then the contents of the neighbours that are not among the records. The live
+    ``records`` count as stored even before they are inserted (a synced batch indexes its new memories while their
+    rows are being written)."""
     places: dict[tuple[str, str], list[StoredMemory]] = {}
     for record in records:
         places.setdefault((record.user_id, record.visibility), []).append(record)
@@ -81,17 +83,19 @@ async def previous_contents(
         first = first.order_by(MemoryRecord.created_at.desc(), MemoryRecord.id.desc()).limit(1)
         span = live.where(MemoryRecord.created_at >= lo, MemoryRecord.created_at < hi)
         span = span.order_by(MemoryRecord.created_at, MemoryRecord.id)
-        around = list((await session.execute(first)).all())
+        stored = list((await session.execute(first)).all())
         if hi > lo:
-            around += (await session.execute(span)).all()
-        times = [row.created_at for row in around]
+            stored += (await session.execute(span)).all()
+        known = {row.id for row in stored}
+        unstored = [(r.created_at, r.id) for r in group if r.deleted_at is None and r.id not in known]
+        around = sorted([(row.created_at, row.id) for row in stored] + unstored)
+        times = [created_at for created_at, _ in around]
         for record in group:
             # The last one written strictly before the record (the greatest (created_at, id) below its time).
             at = bisect.bisect_left(times, record.created_at) - 1
             if at >= 0 and times[at] >= record.created_at - within:
-                neighbour[record.id] = around[at].id
-    # A neighbour among ``records`` themselves (a synced batch is mostly its own neighbours) is read from there:
-    # its row was flushed by the query above, so the two agree.
+                neighbour[record.id] = around[at][1]
+    # A neighbour among ``records`` themselves (a synced batch is mostly its own neighbours) is read from there.
     contents: dict[str, str] = {r.id: r.content for r in records if r.deleted_at is None}
     wanted = sorted(set(neighbour.values()) - contents.keys())
     for start in range(0, len(wanted), 500):

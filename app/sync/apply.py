@@ -10,6 +10,7 @@ node's change on to the others and how a node avoids sending a pulled change bac
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ class Applied:
     applied: int = 0
     unchanged: int = 0
     conflicts: int = 0
+    # The records this batch changed, as committed.
+    changed: list[StoredMemory] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -149,11 +152,19 @@ class Applier:
                     if enforce_quota and self.quotas is not None and plan.net_added > 0:
                         await self.quotas.reserve_memories(session, user_id, plan.net_added)
                 if plan.changed:
-                    await _insert_new(session, plan.new)
-                    await session.flush()
-                    await _insert_events(session, plan.events)
+                    live = await with_context(session, [r for r in plan.changed.values() if r.deleted_at is None])
                     index_touched = True
-                    await self._index(session, plan, before)
+                    # The index is written on a thread while the rows go to the database (each took about half of
+                    # a batch); the log comes after both, because its lock orders every writer's commits.
+                    indexing = asyncio.ensure_future(self._index(live, plan, before))
+                    try:
+                        await _insert_new(session, plan.new)
+                        await session.flush()
+                        await _insert_events(session, plan.events)
+                    except BaseException:
+                        await asyncio.wait([indexing])  # its thread cannot be stopped: _restore runs after it
+                        raise
+                    await indexing
                     records = list(plan.changed.values())
                     await self.changes.append(session, records, [plan.ops[r.id] for r in records], source=source)
                 elif plan.events:
@@ -171,6 +182,7 @@ class Applier:
             self.changes.clock.observe(max(c.hlc for c in batch))
         if plan.changed:
             self.changes.committed()
+        plan.result.changed = list(plan.changed.values())
         return plan.result
 
     async def _one(
@@ -277,13 +289,12 @@ class Applier:
         lost = change.record.content if change.op == UPSERT else None
         plan.events.append(_event(record, "CONFLICT", actor, old_content=lost, new_content=winner))
 
-    async def _index(self, session: AsyncSession, plan: _Plan, before: dict[str, IndexedMemory | None]) -> None:
+    async def _index(self, live: list[IndexedMemory], plan: _Plan, before: dict[str, IndexedMemory | None]) -> None:
         if self.engine is None:
             return
-        live = [r for r in plan.changed.values() if r.deleted_at is None]
         gone = [mid for mid, r in plan.changed.items() if r.deleted_at is not None and before.get(mid) is not None]
         if live:
-            await self.engine.upsert(await with_context(session, live), vectors=plan.vectors)
+            await self.engine.upsert(live, vectors=plan.vectors)
         if gone:
             await self.engine.purge(gone)
 

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from app.db import Database
 from app.sync import credentials, links
 from app.sync.credentials import CredentialsRefused, Edge, EdgeUnreachable, SyncAuthError, Tokens
-from app.sync.protocol import MAX_PUSH_BYTES, ChangeWire, PullOut, PushIn, PushOut
+from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushOut, SentChange, encode_json
 
 # Renew a token this long before it expires, rather than have a request refused.
 RENEW_BEFORE_SECONDS = 60.0
@@ -76,11 +76,11 @@ class EdgeSession:
         self.tokens = tokens
         self._renewing = asyncio.Lock()
 
-    async def push(self, node_id: str, name: str | None, changes: list[ChangeWire]) -> PushOut:
+    async def push(self, node_id: str, name: str | None, changes: list[SentChange]) -> PushOut:
         """Send ``changes``. A body over ``max_push_bytes`` goes in halves, each applied on its own: changes are
         versions, so a half applied alone or twice is harmless, and the caller moves the link past the batch only
         once every part was taken."""
-        body = PushIn(node_id=node_id, name=name, changes=changes).model_dump_json().encode()
+        body = encode_json({"node_id": node_id, "name": name, "changes": changes})  # a PushIn
         if len(body) > self.max_push_bytes and len(changes) > 1:
             half = len(changes) // 2
             parts = [await self.push(node_id, name, changes[:half]), await self.push(node_id, name, changes[half:])]

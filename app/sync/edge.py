@@ -13,7 +13,8 @@ from app.sync.changelog import ChangeFeed
 from app.sync.metrics import SyncMetrics
 from app.sync.outbox import pull_page
 from app.sync.peers import PeerBook
-from app.sync.protocol import Cursor, PullOut, PushIn, PushOut, incoming
+from app.sync.protocol import Cursor, PullBody, PushIn, PushOut, incoming
+from app.sync.recent import RecentChanges
 
 MAX_PULL_LIMIT = 1000
 MAX_WAIT_SECONDS = 60.0
@@ -33,8 +34,10 @@ class EdgeSync:
         peers: PeerBook,
         dims: int,
         metrics: SyncMetrics | None = None,
+        recent: RecentChanges | None = None,
     ) -> None:
         self.metrics = metrics
+        self.recent = recent
         self.db = db
         self.engine = engine
         self.applier = applier
@@ -46,6 +49,8 @@ class EdgeSync:
         """Apply a node's batch to the token's user, in one transaction; a repeated batch changes nothing."""
         batch = [incoming(change, self.engine.model_id, self.dims) for change in body.changes]
         applied = await self.applier.apply(principal.user_id, batch, enforce_quota=True)
+        if self.recent is not None:
+            self.recent.remember(principal.user_id, self.engine.model_id, body.changes, batch, applied.changed)
         await self.peers.seen(principal.user_id, body.node_id, family_id=principal.key_id or "", name=body.name)
         if self.metrics is not None:
             for outcome, count in (("applied", applied.applied), ("unchanged", applied.unchanged)):
@@ -64,7 +69,7 @@ class EdgeSync:
         wait: float,
         node: str | None,
         name: str | None = None,
-    ) -> PullOut:
+    ) -> PullBody:
         """The token's user's changes from other origins after ``cursor``; waits up to ``wait`` s for one."""
         if not 1 <= limit <= MAX_PULL_LIMIT:
             raise ValidationFailed(f"limit must be between 1 and {MAX_PULL_LIMIT}", field="limit")
@@ -74,7 +79,7 @@ class EdgeSync:
         deadline = time.monotonic() + wait
         while True:
             version = self.feed.version
-            page = await pull_page(self.db, self.engine, principal.user_id, position, node, limit)
+            page = await pull_page(self.db, self.engine, principal.user_id, position, node, limit, self.recent)
             remaining = deadline - time.monotonic()
             if page.changes or page.more or remaining <= 0:
                 break
@@ -83,4 +88,4 @@ class EdgeSync:
         if node:
             family = principal.key_id or ""
             await self.peers.note(principal.user_id, node, family_id=family, name=name, reached=page.reached)
-        return PullOut(changes=page.changes, cursor=page.cursor.encode(), more=page.more)
+        return {"changes": page.changes, "cursor": page.cursor.encode(), "more": page.more}

@@ -43,6 +43,13 @@ class SyncMetrics:
             registry=registry,
         )
 
+        self.pull_cache = Counter(
+            "engram_sync_pull_cache_changes",
+            "On an edge: changes pulls sent as kept from their push (hit) or read back from the index (miss).",
+            ["outcome"],
+            registry=registry,
+        )
+
     def forget(self, link_id: str) -> None:
         """A removed link's series go away with it."""
         for metric in (self.pending, self.push_lag, self.pull_lag, self.pushed, self.pulled):

@@ -6,7 +6,7 @@ with its vector from the index. A later version makes an earlier row's send a re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,8 @@ from app.memories.engine import MemoryEngine
 from app.memories.models import MemoryRecord
 from app.sync.changelog import head
 from app.sync.models import MemoryChange
-from app.sync.protocol import ChangeWire, Cursor, SentRecord, outgoing, packed_vector
+from app.sync.protocol import Cursor, SentChange, SentRecord, outgoing, packed_vector
+from app.sync.recent import RecentChanges
 
 
 class CursorAhead(Conflict):
@@ -39,7 +40,7 @@ class PushPosition:
 
 @dataclass(frozen=True, slots=True)
 class PushBatch:
-    changes: list[ChangeWire]
+    changes: list[SentChange]
     position: PushPosition
     # Nothing was left to read past ``position`` when this batch was read.
     drained: bool
@@ -47,7 +48,7 @@ class PushBatch:
 
 @dataclass(frozen=True, slots=True)
 class PullPage:
-    changes: list[ChangeWire]
+    changes: list[SentChange]
     cursor: Cursor
     more: bool
     # The log position this page brings the puller to (for "how far behind").
@@ -59,12 +60,20 @@ class PullPage:
 _AS_ATTRIBUTES = [prop.columns[0].label(prop.key) for prop in MemoryRecord.__mapper__.column_attrs]
 
 
-async def with_vectors(engine: MemoryEngine | None, records: Sequence[SentRecord]) -> list[ChangeWire]:
-    """Changes for ``records``, each live one with its vector when the index holds it for this very content."""
-    live = [r.id for r in records if r.deleted_at is None]
+async def with_vectors(
+    engine: MemoryEngine | None, records: Sequence[SentRecord], ready: Mapping[str, SentChange] | None = None
+) -> list[SentChange]:
+    """Changes for ``records``, each live one with its vector when the index holds it for this very content;
+    ``ready``: changes already built for some of them (``RecentChanges``)."""
+    ready = ready or {}
+    live = [r.id for r in records if r.deleted_at is None and r.id not in ready]
     found = await engine.packed_vectors(live) if engine is not None and live else {}
-    out: list[ChangeWire] = []
+    out: list[SentChange] = []
     for record in records:
+        built = ready.get(record.id)
+        if built is not None:
+            out.append(built)
+            continue
         indexed = found.get(record.id)
         vector = None
         if engine is not None and indexed is not None and indexed[0] == record.content:
@@ -155,9 +164,10 @@ async def pull_page(
     cursor: Cursor | None,
     node_id: str | None,
     limit: int,
+    recent: RecentChanges | None = None,
 ) -> PullPage:
     """The next page of ``user_id``'s changes that did not come from ``node_id``: the snapshot of every memory
-    when ``cursor`` is None, then the log in commit order."""
+    when ``cursor`` is None, then the log in commit order. ``recent``: changes kept as sent (an edge's)."""
     async with db.session() as session:
         top = await head(session)
         if cursor is None:
@@ -167,7 +177,8 @@ async def pull_page(
         if cursor.after is not None:
             rows = await _snapshot(session, user_id, cursor.after, limit)
             following = Cursor(cursor.seq, rows[-1].id) if len(rows) == limit else Cursor(cursor.seq)
-            return PullPage(await with_vectors(engine, rows), following, more=True, reached=cursor.seq)
+            changes = await with_vectors(engine, rows, recent.take(user_id, rows) if recent else None)
+            return PullPage(changes, following, more=True, reached=cursor.seq)
         query = (
             select(MemoryChange.seq, MemoryChange.memory_id, MemoryChange.origin)
             .where(MemoryChange.user_id == user_id, MemoryChange.seq > cursor.seq)
@@ -180,4 +191,5 @@ async def pull_page(
         ids = _unique([row.memory_id for row in log_rows if node_id is None or row.origin != node_id])
         records = await _records(session, user_id, ids)
     reached = log_rows[-1].seq
-    return PullPage(await with_vectors(engine, records), Cursor(reached), more=len(log_rows) == limit, reached=reached)
+    changes = await with_vectors(engine, records, recent.take(user_id, records) if recent else None)
+    return PullPage(changes, Cursor(reached), more=len(log_rows) == limit, reached=reached)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, get, post
+from litestar import Controller, Request, Response, get, post
 from litestar.connection import ASGIConnection
+from litestar.enums import MediaType
 from litestar.handlers import BaseRouteHandler
+from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 from pydantic import BaseModel
 
@@ -16,7 +18,7 @@ from app.errors import Forbidden, ServiceUnavailable, Unauthorized
 from app.oauth import resources, scopes
 from app.observability.request_id import note_user
 from app.sync.edge import EdgeSync
-from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushIn, PushOut
+from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushIn, PushOut, encode_json
 
 SYNC_PATH = resources.SYNC_PATH
 _PRINCIPAL = "engram.sync_principal"
@@ -67,7 +69,13 @@ class SyncController(Controller):
         """One transaction per batch; sending a batch again changes nothing (changes are versions)."""
         return await _edge(container).push(await sync_principal(request), data)
 
-    @get("/pull", summary="The changes other origins made, in order, and the next cursor")
+    @get(
+        "/pull",
+        summary="The changes other origins made, in order, and the next cursor",
+        responses={
+            200: ResponseSpec(PullOut, generate_examples=False, description="A page of changes and the next cursor")
+        },
+    )
     async def pull(
         self,
         request: Request[Any, Any, Any],
@@ -77,10 +85,12 @@ class SyncController(Controller):
         wait: float = Parameter(default=0.0),
         node: str | None = Parameter(default=None, max_length=40, pattern=r"^[A-Za-z0-9_.:-]{1,40}$"),
         name: str | None = Parameter(default=None, max_length=200),
-    ) -> PullOut:
+    ) -> Response[bytes]:
         """``wait`` seconds of long-poll when nothing is new; ``node`` leaves out that node's own changes."""
         principal = await sync_principal(request)
-        return await _edge(container).pull(principal, cursor=cursor, limit=limit, wait=wait, node=node, name=name)
+        page = await _edge(container).pull(principal, cursor=cursor, limit=limit, wait=wait, node=node, name=name)
+        # Sent as built (plain dicts): making a PullOut of a page cost more than reading it.
+        return Response(encode_json(page), media_type=MediaType.JSON)
 
     @get("/me", summary="Who this token syncs as, and this edge's node and embedding model")
     async def me(self, request: Request[Any, Any, Any], container: Container) -> Identity:

@@ -17,6 +17,7 @@ from app.sync.edge import EdgeSync
 from app.sync.follower import STATE_FILE, LogFollower, index_writer
 from app.sync.metrics import SyncMetrics
 from app.sync.peers import PeerBook
+from app.sync.recent import RecentChanges
 from app.sync.worker import SyncContext, SyncWorker
 
 
@@ -59,7 +60,10 @@ async def open_sync(
         quotas=quotas,
     )
     metrics = SyncMetrics(registry) if registry is not None else None
-    edge = EdgeSync(db, engine, applier, changes.feed, PeerBook(db), dims, metrics) if engine is not None else None
+    edge = None
+    if engine is not None:
+        recent = RecentChanges(settings.sync_pull_cache_bytes, metrics)
+        edge = EdgeSync(db, engine, applier, changes.feed, PeerBook(db), dims, metrics, recent)
     follower = LogFollower(
         db,
         engine,

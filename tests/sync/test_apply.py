@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
-from app.errors import Forbidden, MemoryTooLarge, ValidationFailed
+from app.errors import Conflict, Forbidden, MemoryTooLarge, ValidationFailed
 from app.memories.schemas import MemoryPatch, SearchIn
 from app.sync import hlc
 from app.sync.outbox import with_vectors
@@ -253,7 +254,7 @@ async def test_role_and_private_memories_keep_their_reach_through_sync(tmp_path:
         await node.sync.applier.apply(who.user_id, received(node, [private_role]))
         [record] = await node.records(who.user_id)
         assert (record.scope, record.role, record.visibility) == ("role", "reviewer", "p:s1:a1")
-        [sent] = await with_vectors(node.container.engine, [record])
+        [sent] = [ChangeWire.model_validate(c) for c in await with_vectors(node.container.engine, [record])]
         assert (sent.record.scope, sent.record.role, sent.record.visibility) == ("role", "reviewer", "private")
         with pytest.raises(ValueError):  # a role scope names its role
             change(memory, 2, "n_a", scope="role", session="s1", agent="a1")
@@ -282,3 +283,33 @@ async def test_a_synced_memory_is_indexed_with_its_neighbour_like_a_local_write(
         held = await node.container.engine.vectors([answer, synced[answer]])
         assert held[answer][0].context == "Which database do we use in production?"
         assert held[synced[answer]][0].context == held[answer][0].context
+
+
+@pytest.mark.anyio
+async def test_a_batch_the_database_refuses_leaves_the_index_as_it_was(tmp_path: Path, embedder: Any) -> None:
+    # The index is written while the rows go in; a failure of the rows must take the index back too.
+    async with open_node(node_settings(tmp_path), embedder) as node:
+        who = await node.user()
+        model = node.container.engine.model_id
+        kept, never = str(uuid.uuid4()), str(uuid.uuid4())
+        await node.sync.applier.apply(who.user_id, received(node, [change(kept, 1, "n_a", content="builds on linux")]))
+        before = await state(node, who.user_id)
+        async with node.container.db.session() as session:  # a real refusal, from the database itself
+            await session.execute(
+                text(
+                    "CREATE TRIGGER refuse_boom BEFORE INSERT ON memory_events WHEN NEW.actor LIKE '%n_boom%' "
+                    "BEGIN SELECT RAISE(ABORT, 'refused'); END"
+                )
+            )
+        batch = [
+            change(kept, 2, "n_boom", content="builds on windows", vector=embedder.embed("windows"), model=model),
+            change(never, 1, "n_boom", content="a memory that never was", vector=embedder.embed("never"), model=model),
+        ]
+        with pytest.raises(Conflict):
+            await node.sync.applier.apply(who.user_id, received(node, batch))
+
+        assert await state(node, who.user_id) == before
+        indexed = await node.container.engine.vectors([kept, never])
+        assert set(indexed) == {kept} and indexed[kept][0].content == "builds on linux"
+        found = await node.container.memories.search(who, None, SearchIn(query="builds on windows", limit=5))
+        assert [(r.id, r.content) for r in found] == [(kept, "builds on linux")]

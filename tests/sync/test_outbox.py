@@ -13,10 +13,15 @@ from sqlalchemy import text
 from app.memories.schemas import MemoryPatch
 from app.sync.changelog import hold_commit_order
 from app.sync.models import MemoryChange
-from app.sync.outbox import CursorAhead, PushPosition, next_push, pending, pull_page
-from app.sync.protocol import Cursor
+from app.sync.outbox import CursorAhead, PullPage, PushBatch, PushPosition, next_push, pending, pull_page
+from app.sync.protocol import ChangeWire, Cursor
 from tests.sync.conftest import node_settings, open_node
 from tests.sync.test_apply import change, received
+
+
+def wire(page: PullPage | PushBatch) -> list[ChangeWire]:
+    """What a receiver takes from a page or batch: each change as it parses it (which also checks it is valid)."""
+    return [ChangeWire.model_validate(c) for c in page.changes]
 
 
 @pytest.mark.anyio
@@ -32,23 +37,23 @@ async def test_a_pull_starts_with_every_memory_then_follows_the_log_without_the_
         db, engine, user = edge.container.db, edge.container.engine, alice.user_id
 
         first = await pull_page(db, engine, user, None, "n_puller", limit=1)
-        assert [c.memory_id for c in first.changes] == [min(kept, dropped)] and first.more
+        assert [c.memory_id for c in wire(first)] == [min(kept, dropped)] and first.more
         rest = await pull_page(db, engine, user, first.cursor, "n_puller", limit=10)
-        snapshot = {c.memory_id: c for c in first.changes + rest.changes}
+        snapshot = {c.memory_id: c for c in wire(first) + wire(rest)}
         assert set(snapshot) == {kept, dropped}, "only alice's, deleted ones as tombstones"
         assert snapshot[dropped].op == "delete" and snapshot[kept].op == "upsert"
         assert snapshot[kept].vector is not None and snapshot[kept].vector.model == engine.model_id
         assert snapshot[dropped].vector is None
         caught_up = await pull_page(db, engine, user, rest.cursor, "n_puller", limit=10)
-        assert caught_up.changes == [] and not caught_up.more
+        assert wire(caught_up) == [] and not caught_up.more
 
         await edge.container.memories.update(alice, None, kept, MemoryPatch(content="kept, edited"))
         mine = str(uuid.uuid4())
         await edge.sync.applier.apply(user, received(edge, [change(mine, 1, "n_puller", content="the puller's")]))
         news = await pull_page(db, engine, user, caught_up.cursor, "n_puller", limit=10)
-        assert [(c.memory_id, c.record.content) for c in news.changes] == [(kept, "kept, edited")]
+        assert [(c.memory_id, c.record.content) for c in wire(news)] == [(kept, "kept, edited")]
         others = await pull_page(db, engine, user, caught_up.cursor, "n_other", limit=10)
-        assert [c.memory_id for c in others.changes] == [kept, mine], "the edge passes a node's change on"
+        assert [c.memory_id for c in wire(others)] == [kept, mine], "the edge passes a node's change on"
 
         with pytest.raises(CursorAhead):
             await pull_page(db, engine, user, Cursor(news.cursor.seq + 100), "n_puller", limit=10)
@@ -74,7 +79,7 @@ async def test_a_push_sends_every_memory_then_the_log_but_not_what_its_link_brou
         position = horizon
         while True:
             batch = await next_push(db, engine, alice.user_id, "lnk_1", position, limit=2)
-            sent += [c.memory_id for c in batch.changes]
+            sent += [c.memory_id for c in wire(batch)]
             position = batch.position
             if batch.drained:
                 break
