@@ -154,6 +154,8 @@ async def _exchange(runner: LinkRunner) -> None:
     except SyncAuthError as exc:
         await links.set_state(runner.context.db, runner.link_id, direction, exc.state, exc.message)
         raise type(exc)(f"{runner.edge_url} for {runner.local_user}: {exc.message}") from exc
+    finally:
+        runner.discard_ahead()
 
 
 @asynccontextmanager

@@ -32,7 +32,7 @@ from app.sync.client import CursorReset, EdgeSession, PushRefused
 from app.sync.credentials import CredentialsRefused, EdgeUnreachable, SyncAuthError, discover
 from app.sync.metrics import SyncMetrics
 from app.sync.models import SyncLink
-from app.sync.outbox import PushPosition, next_push, oldest_pending_at, pending
+from app.sync.outbox import PushBatch, PushPosition, next_push, oldest_pending_at, pending
 from app.sync.protocol import incoming
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,8 @@ class LinkRunner:
         self._push_position: PushPosition | None = None
         self._states: dict[str, tuple[str, str | None]] = {}
         self._measured = 0.0
+        # The next push batch, read while the edge applied the last one: from where it was read.
+        self._ahead: tuple[PushPosition, asyncio.Future[PushBatch]] | None = None
 
     async def session(self) -> EdgeSession:
         if self._session is None:
@@ -106,16 +108,11 @@ class LinkRunner:
     async def step_push(self) -> bool:
         """Send the next batch; True when nothing was left to send."""
         position = self._push_position or await self._stored_push_position()
-        batch = await next_push(
-            self.context.db,
-            self.context.engine,
-            self.local_user,
-            self.link_id,
-            position,
-            self.context.settings.sync_batch_size,
-        )
+        batch = await self.read_push(position)
         if batch.changes:
             session = await self.session()
+            if not batch.drained:  # a backlog: read the next batch while the edge applies this one
+                self._ahead = (batch.position, asyncio.ensure_future(self._next_push(batch.position)))
             await session.push(self.context.node_id, self.context.name, batch.changes)
             if self.context.metrics is not None:
                 self.context.metrics.pushed.labels(self.link_id).inc(len(batch.changes))
@@ -130,6 +127,28 @@ class LinkRunner:
         elif batch.drained:
             await self._set_state("push", links.OK, None)
         return batch.drained and not batch.changes
+
+    async def read_push(self, position: PushPosition) -> PushBatch:
+        """The batch at ``position``: the one read ahead when it was read from there, else read now."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            if ahead[0] == position:
+                return await ahead[1]
+            ahead[1].cancel()  # read from a position this link did not reach (its push failed): read again
+            await asyncio.wait([ahead[1]])
+        return await self._next_push(position)
+
+    def _next_push(self, position: PushPosition) -> Awaitable[PushBatch]:
+        settings = self.context.settings
+        return next_push(
+            self.context.db, self.context.engine, self.local_user, self.link_id, position, settings.sync_batch_size
+        )
+
+    def discard_ahead(self) -> None:
+        """Drop a batch read ahead (the runner stops)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead[1].cancel()
 
     async def _stored_push_position(self) -> PushPosition:
         stored = await links.by_id(self.context.db, self.link_id)
@@ -200,6 +219,8 @@ class LinkRunner:
                 tasks.create_task(self._loop("pull", self._pull_round))
         except* Stopped:
             pass
+        finally:
+            self.discard_ahead()
 
     async def _push_round(self) -> float:
         version = self.context.feed.version

@@ -7,14 +7,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import text
 
 from app.memories.schemas import MemoryPatch
 from app.sync.changelog import hold_commit_order
-from app.sync.models import MemoryChange
+from app.sync.models import MemoryChange, SyncLink
 from app.sync.outbox import CursorAhead, PullPage, PushBatch, PushPosition, next_push, pending, pull_page
 from app.sync.protocol import ChangeWire, Cursor
+from app.sync.worker import LinkRunner
 from tests.sync.conftest import node_settings, open_node
 from tests.sync.test_apply import change, received
 
@@ -147,3 +149,28 @@ async def test_log_positions_are_taken_in_commit_order_on_postgres(
         release_first.set()
         await asyncio.gather(holder, follower)
         assert await visible() == ["first", "second"]
+
+
+@pytest.mark.anyio
+async def test_a_batch_read_ahead_is_sent_only_from_where_the_link_is(tmp_path: Path, embedder: Any) -> None:
+    # While the edge applies a batch the runner reads the next one; if that push fails, the link has not moved
+    # and the batch read ahead (from past it) must not be sent in place of the one that failed.
+    async with open_node(node_settings(tmp_path, sync_batch_size=2), embedder) as node:
+        alice = await node.user()
+        for i in range(5):
+            await node.add(alice, f"note {i}")
+        link = SyncLink(id="lnk_1", edge_url="http://127.0.0.1:9", local_user_id=alice.user_id)
+        async with httpx.AsyncClient() as http:
+            runner = LinkRunner(node.sync.worker.context, link, http)
+            start = PushPosition(0)
+            first = await runner.read_push(start)
+            second = await runner.read_push(first.position)
+
+            runner._ahead = (first.position, asyncio.ensure_future(runner._next_push(first.position)))
+            again = await runner.read_push(start)  # the push of ``first`` failed: the link is still at ``start``
+            assert wire(again) == wire(first) and runner._ahead is None
+            runner._ahead = (first.position, asyncio.ensure_future(runner._next_push(first.position)))
+            assert wire(await runner.read_push(first.position)) == wire(second), "taken when the link got there"
+            runner._ahead = (second.position, asyncio.ensure_future(runner._next_push(second.position)))
+            runner.discard_ahead()
+            assert runner._ahead is None
