@@ -22,8 +22,14 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from app.main import create_app
+    from app.migrate import behind_head
     from app.observability.logs import configure_logging
 
+    settings.ensure_data_dir()
+    problem = behind_head(settings.resolved_database_url)
+    if problem is not None:
+        print(f"engram serve: {problem}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_format, settings.log_level)
     flags = {name: value for name, value in (("host", args.host), ("port", args.port)) if value is not None}
     # Same as ENGRAM_HOST / ENGRAM_PORT: the advertised URL follows them unless ENGRAM_PUBLIC_BASE_URL is set.

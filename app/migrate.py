@@ -24,3 +24,28 @@ def upgrade_to_head(database_url: str) -> None:
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(database_url), "head")
+
+
+def behind_head(database_url: str) -> str | None:
+    """Why ``engram serve`` cannot use this database yet (None when it is at the newest revision)."""
+    import asyncio
+
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    head = ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
+
+    async def current() -> str | None:
+        engine = create_async_engine(database_url)
+        try:
+            async with engine.connect() as connection:
+                return await connection.run_sync(lambda sync: MigrationContext.configure(sync).get_current_revision())
+        finally:
+            await engine.dispose()
+
+    found = asyncio.run(current())
+    if found == head:
+        return None
+    state = "has no tables yet" if found is None else f"is at revision {found}, not {head}"
+    return f"the database {state}: run `engram migrate` first (`make run` does both)"

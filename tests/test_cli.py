@@ -198,3 +198,13 @@ def test_reindex_refuses_while_a_server_holds_the_index(tmp_path: Path) -> None:
         assert found["results"][0]["id"] == ids[4]
         assert {r["id"] for r in found["results"]} == set(ids)
     assert "flush of" not in log.read_text()
+
+
+def test_serve_on_a_database_never_migrated_says_to_migrate_first(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    done = _run(env, "serve")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "engram serve: the database has no tables yet: run `engram migrate` first (`make run` does both)"
+    )
+    assert _run(env, "migrate").returncode == 0
