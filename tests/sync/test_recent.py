@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from app.accounts.principal import Principal
 from app.memories.schemas import MemoryPatch
+from app.sync.edge import EdgeSync
 from app.sync.outbox import pull_page
 from app.sync.protocol import ChangeWire, Cursor, PushIn
 from app.sync.recent import RecentChanges
@@ -43,14 +45,21 @@ async def pushed_batch(node: Node, embedder: Any) -> tuple[list[ChangeWire], dic
     return batch, ids
 
 
+async def pushed(edge: Node, embedder: Any) -> tuple[Principal, EdgeSync, dict[str, str]]:
+    """A user of ``edge`` who has just pushed ``pushed_batch`` to it."""
+    who = await edge.user()
+    sync = edge.sync.edge
+    assert sync is not None and sync.recent is not None
+    batch, ids = await pushed_batch(edge, embedder)
+    await sync.push(who, PushIn(node_id="n_a", changes=batch))
+    return who, sync, ids
+
+
 @pytest.mark.anyio
 async def test_a_pull_after_a_push_sends_what_reading_the_memories_back_would(tmp_path: Path, embedder: Any) -> None:
     async with open_node(node_settings(tmp_path), embedder) as edge:
-        who = await edge.user()
-        sync = edge.sync.edge
-        assert sync is not None and sync.recent is not None
-        batch, ids = await pushed_batch(edge, embedder)
-        await sync.push(who, PushIn(node_id="n_a", changes=batch))
+        who, sync, ids = await pushed(edge, embedder)
+        assert sync.recent is not None
 
         served = await sync.pull(who, cursor=None, limit=100, wait=0, node="n_b")
         db, engine = edge.container.db, edge.container.engine
@@ -68,11 +77,7 @@ async def test_a_pull_after_a_push_sends_what_reading_the_memories_back_would(tm
 @pytest.mark.anyio
 async def test_a_kept_change_is_not_sent_once_its_memory_has_moved_on(tmp_path: Path, embedder: Any) -> None:
     async with open_node(node_settings(tmp_path), embedder) as edge:
-        who = await edge.user()
-        sync = edge.sync.edge
-        assert sync is not None and sync.recent is not None
-        batch, ids = await pushed_batch(edge, embedder)
-        await sync.push(who, PushIn(node_id="n_a", changes=batch))
+        who, sync, ids = await pushed(edge, embedder)
         await edge.container.memories.update(who, None, ids["shipped"], MemoryPatch(content="deploys: Thursdays now"))
 
         served = parsed((await sync.pull(who, cursor=None, limit=100, wait=0, node="n_b"))["changes"])
@@ -111,11 +116,8 @@ async def test_kept_changes_stay_within_their_budget_and_a_pull_past_it_reads_th
 @pytest.mark.anyio
 async def test_an_edge_that_keeps_nothing_still_serves_every_pull(tmp_path: Path, embedder: Any) -> None:
     async with open_node(node_settings(tmp_path, sync_pull_cache_bytes=0), embedder) as edge:
-        who = await edge.user()
-        sync = edge.sync.edge
-        assert sync is not None and sync.recent is not None
-        batch, ids = await pushed_batch(edge, embedder)
-        await sync.push(who, PushIn(node_id="n_a", changes=batch))
+        who, sync, ids = await pushed(edge, embedder)
+        assert sync.recent is not None
         served = parsed((await sync.pull(who, cursor=None, limit=100, wait=0, node="n_b"))["changes"])
         assert {c.memory_id for c in served} == set(ids.values())
         assert (len(sync.recent), sync.recent.hits) == (0, 0)
