@@ -157,6 +157,8 @@ class Applier:
                     # The index is written on a thread while the rows go to the database (each took about half of
                     # a batch); the log comes after both, because its lock orders every writer's commits.
                     indexing = asyncio.ensure_future(self._index(live, plan, before))
+                    # When the rows fail too, theirs is the error raised; the index's is not logged as unretrieved.
+                    indexing.add_done_callback(lambda task: task.cancelled() or task.exception())
                     try:
                         await _insert_new(session, plan.new)
                         await session.flush()

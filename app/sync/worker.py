@@ -112,7 +112,10 @@ class LinkRunner:
         if batch.changes:
             session = await self.session()
             if not batch.drained:  # a backlog: read the next batch while the edge applies this one
-                self._ahead = (batch.position, asyncio.ensure_future(self._next_push(batch.position)))
+                ahead = asyncio.ensure_future(self._next_push(batch.position))
+                # A read ahead that is dropped may have failed: the read done instead reports its own error.
+                ahead.add_done_callback(lambda task: task.cancelled() or task.exception())
+                self._ahead = (batch.position, ahead)
             await session.push(self.context.node_id, self.context.name, batch.changes)
             if self.context.metrics is not None:
                 self.context.metrics.pushed.labels(self.link_id).inc(len(batch.changes))
