@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import qdrant_edge
 
 from app.memories.vector_stores import EdgeVectorStore, StoreError
 
@@ -99,3 +100,61 @@ def test_ping_fails_while_flushes_fail(tmp_path: Path) -> None:
             store.ping()
     finally:
         store.close()
+
+
+def test_an_index_from_before_the_kind_index_gets_it_when_opened(tmp_path: Path) -> None:
+    """The fused score reads ``meta.kind`` for every candidate; an index made before it was indexed is upgraded."""
+    store = EdgeVectorStore(path=str(tmp_path), flush_interval=0)
+    _put(store, 3)
+    store._shard.update(qdrant_edge.UpdateOperation.delete_field_index("meta.kind"))
+    assert "meta.kind" not in store._shard.info().payload_schema
+    store.close()
+
+    reopened = EdgeVectorStore(path=str(tmp_path), flush_interval=0)
+    try:
+        assert "meta.kind" in reopened._shard.info().payload_schema
+        assert reopened.count() == 3
+    finally:
+        reopened.close()
+
+
+def test_the_kind_index_changes_no_score_whatever_the_kind_holds(tmp_path: Path) -> None:
+    """``kind`` is the user's own metadata (a number, a list, an object): every point is stored as it is, and the
+    fused score is the one the same index gives without the kind index (a list holding "document" counts, as Qdrant
+    matches any element)."""
+
+    def scores(path: Path, *, indexed: bool) -> dict[object, float]:
+        store = EdgeVectorStore(path=str(path), flush_interval=0)
+        try:
+            if not indexed:
+                store._shard.update(qdrant_edge.UpdateOperation.delete_field_index("meta.kind"))
+            kinds: list[object] = [5, ["document", "x"], ["x"], {"a": 1}, "document", "Document", None]
+            payloads = [
+                {
+                    "user_id": "u_1",
+                    "data": "same",
+                    "visibility": "user",
+                    "scope": "user",
+                    "tags": [],
+                    "meta": {"kind": k},
+                }
+                for k in kinds
+            ]
+            store.insert([[1.0] + [0.0] * 383 for _ in kinds], payloads, [str(uuid.uuid4()) for _ in kinds])
+            hits = store.search("", [1.0] + [0.0] * 383, top_k=10, filters={"user_id": "u_1"})
+            return {repr(h.payload["meta"]["kind"]): round(h.score, 4) for h in hits}
+        finally:
+            store.close()
+
+    with_index = scores(tmp_path / "indexed", indexed=True)
+    assert with_index == scores(tmp_path / "plain", indexed=False)
+    # A section weighs meaning twice (0.5 against 0.25; the query has no words).
+    assert with_index == {
+        "5": 0.25,
+        "['document', 'x']": 0.5,
+        "['x']": 0.25,
+        "{'a': 1}": 0.25,
+        "'document'": 0.5,
+        "'Document'": 0.25,
+        "None": 0.25,
+    }

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.memories.vector_stores.hybrid import KIND_FIELD
+
 # How many hits the caller of a search wants. mem0 over-fetches (max(4 x limit, 60)) to fuse BM25 and entity scores,
 # which these stores do not provide, so anything past the caller's limit would only cost payload reads. The engine
 # sets it around each search; the stores honour it (same thread: mem0 calls the store synchronously).
@@ -22,7 +24,10 @@ def wanted(top_k: int) -> int:
 
 # Payload fields every read filters on; user_id is the tenant.
 TENANT_FIELD = "user_id"
-KEYWORD_FIELDS = ("visibility", "tags", "scope")
+# With ``meta.kind``, which the fused score reads for every candidate of a search (``hybrid``): indexed, that is a
+# lookup instead of a read of the candidate's payload, and a search on the embedded store was 3x faster (5.2 ms to
+# 1.6 ms at 500 points, all of it holding the GIL).
+KEYWORD_FIELDS = ("visibility", "tags", "scope", KIND_FIELD)
 SCROLL_PAGE = 1000
 
 
