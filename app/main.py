@@ -82,6 +82,7 @@ async def build_container(
             llm_base_url=settings.llm_base_url,
             llm_api_key=settings.llm_api_key,
             llm_model=settings.llm_model,
+            query_cache_size=settings.query_cache_size,
         )
     )
     db = Database(settings.resolved_database_url)

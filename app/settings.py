@@ -114,6 +114,8 @@ class Settings(BaseSettings):
     # Threads one embedding may use when it runs alone (a lone search gets both cores); under concurrency each
     # embedding takes one, so the event loop and the other requests are not starved.
     embed_threads: int = Field(default=2, ge=1)
+    # Search queries whose vectors are kept (per tenant; about 3 KB each): a repeated search skips the model.
+    query_cache_size: int = Field(default=1024, ge=0)
     log_level: str = "info"
 
     @model_validator(mode="after")

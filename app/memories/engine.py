@@ -27,6 +27,7 @@ from app.memories.points import (
     to_indexed,
     to_payload,
 )
+from app.memories.query_vectors import SEARCHING_AS, QueryVectors
 
 if TYPE_CHECKING:
     from mem0 import Memory
@@ -67,8 +68,11 @@ class MemoryEngine:
         backend: str,
         infer: bool,
         model_id: str = "",
+        queries: QueryVectors | None = None,
     ) -> None:
         self._memory = memory
+        # The vectors of recent searches (its counts tell how often a search skipped the model).
+        self.queries = queries if queries is not None else QueryVectors(0)
         self._store = store
         self._backend = backend
         self._infer_available = infer
@@ -89,10 +93,12 @@ class MemoryEngine:
         llm_base_url: str | None = None,
         llm_api_key: str | None = None,
         llm_model: str = "gpt-4o-mini",
+        query_cache_size: int = 0,
     ) -> MemoryEngine:
         """qdrant_url -> a Qdrant server; qdrant_local_path -> qdrant-client's local mode; else qdrant-edge."""
         from app.memories.vector_stores import IndexLocked, StoreError
 
+        queries = QueryVectors(query_cache_size)
         try:
             memory, backend = open_memory(
                 data_dir=data_dir,
@@ -104,12 +110,14 @@ class MemoryEngine:
                 llm_base_url=llm_base_url,
                 llm_api_key=llm_api_key,
                 llm_model=llm_model,
+                query_vectors=queries,
             )
         except IndexLocked as exc:
             raise IndexInUse(str(exc)) from exc
         except StoreError as exc:
             raise ServiceUnavailable(f"memory index unavailable: {exc}") from exc
-        return cls(memory, memory.vector_store, backend, infer=bool(llm_base_url), model_id=_model_id(embedder))
+        model_id = _model_id(embedder)
+        return cls(memory, memory.vector_store, backend, infer=bool(llm_base_url), model_id=model_id, queries=queries)
 
     @property
     def backend(self) -> str:
@@ -302,9 +310,11 @@ class MemoryEngine:
 
         filters = read_filter(user_id, visibilities, scope=scope, tags=tags, metadata=metadata)
         token = SEARCH_LIMIT.set(limit)
+        tenant = SEARCHING_AS.set(user_id)
         try:
             result = self._memory.search(query, top_k=limit, filters=filters, threshold=threshold or 0.0)
         finally:
+            SEARCHING_AS.reset(tenant)
             SEARCH_LIMIT.reset(token)
         return [to_hit(r) for r in result["results"]]
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.errors import AppError, ServiceUnavailable, ValidationFailed
 from app.memories.embedder import Embedder
+from app.memories.query_vectors import SEARCHING_AS, QueryVectors
 
 if TYPE_CHECKING:
     from mem0 import Memory
@@ -44,6 +45,7 @@ def open_memory(
     llm_base_url: str | None,
     llm_api_key: str | None,
     llm_model: str,
+    query_vectors: QueryVectors | None = None,
 ) -> tuple[Memory, str]:
     """mem0's ``Memory`` over our embedder and the store the arguments choose, and that store's backend name.
 
@@ -84,7 +86,10 @@ def open_memory(
     config = MemoryConfig.model_construct(
         embedder=EmbedderConfig.model_construct(
             provider=_EMBEDDER_PROVIDER,
-            config={"embedding_dims": embedder.dims, "model_kwargs": {"engram_embedder": embedder}},
+            config={
+                "embedding_dims": embedder.dims,
+                "model_kwargs": {"engram_embedder": embedder, "engram_query_vectors": query_vectors},
+            },
         ),
         vector_store=VectorStoreConfig.model_construct(provider=provider, config=store_config),
         llm=llm,
@@ -199,8 +204,12 @@ def _mem0_embedder_class() -> type:
         def __init__(self, config: Any) -> None:
             super().__init__(config)
             self._embedder: Embedder = config.model_kwargs["engram_embedder"]
+            self._queries: QueryVectors | None = config.model_kwargs.get("engram_query_vectors")
 
         def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+            tenant = SEARCHING_AS.get()
+            if memory_action == "search" and tenant is not None and self._queries is not None:
+                return self._queries.vector(tenant, text, self._embedder.embed)
             return self._embedder.embed(text)
 
         def embed_batch(self, texts: Sequence[str], memory_action: str = "add") -> list[list[float]]:
