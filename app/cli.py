@@ -21,6 +21,7 @@ KEEP_ALIVE_SECONDS = 75
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
+    from app.gc_tuning import tune_for_serving
     from app.main import create_app
     from app.migrate import behind_head
     from app.observability.logs import configure_logging
@@ -34,8 +35,10 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     flags = {name: value for name, value in (("host", args.host), ("port", args.port)) if value is not None}
     # Same as ENGRAM_HOST / ENGRAM_PORT: the advertised URL follows them unless ENGRAM_PUBLIC_BASE_URL is set.
     settings = settings.model_copy(update=flags)
+    app = create_app(settings)
+    app.on_startup.append(tune_for_serving)
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

@@ -5,6 +5,7 @@ Labels are bounded sets only: route templates (never raw paths), HTTP methods, s
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -12,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 TOOL_OUTCOMES = ("ok", "tool_error", "error")
 CLAIM_OUTCOMES = ("granted", "conflict")
+GC_PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5)
 
 
 class Metrics:
@@ -66,6 +68,20 @@ class Metrics:
             ["component"],
             registry=registry,
         )
+
+        self.gc_pauses = Histogram(
+            "engram_gc_pause_seconds",
+            "Garbage collections in `engram serve`, by generation: every thread stands still meanwhile.",
+            ["generation"],
+            buckets=GC_PAUSE_BUCKETS,
+            registry=registry,
+        )
+        self.gc_frozen = Gauge(
+            "engram_gc_frozen_objects",
+            "Objects left out of garbage collection since start-up finished (`engram serve`; 0 elsewhere).",
+            registry=registry,
+        )
+        self.gc_frozen.set_function(lambda: float(gc.get_freeze_count()))
 
     def count_sessions_with(self, open_sessions: Callable[[], int]) -> None:
         """Read the MCP session gauge from ``open_sessions`` at every scrape."""
