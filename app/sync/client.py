@@ -9,6 +9,7 @@ pending). ``CursorReset`` asks the caller to pull again from the beginning.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,8 @@ from app.db import Database
 from app.sync import credentials, links
 from app.sync.credentials import CredentialsRefused, Edge, EdgeUnreachable, SyncAuthError, Tokens
 from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushOut, SentChange, encode_json
+
+log = logging.getLogger(__name__)
 
 # Renew a token this long before it expires, rather than have a request refused.
 RENEW_BEFORE_SECONDS = 60.0
@@ -36,6 +39,10 @@ class PushRefused(SyncAuthError):
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class BodyTooLarge(PushRefused):
+    """The edge, or a proxy in front of it, refused a request body for its size (413, not a memory's own length)."""
 
 
 class CursorReset(SyncAuthError):
@@ -79,18 +86,44 @@ class EdgeSession:
     async def push(self, node_id: str, name: str | None, changes: list[SentChange]) -> PushOut:
         """Send ``changes``. A body over ``max_push_bytes`` goes in halves, each applied on its own: changes are
         versions, so a half applied alone or twice is harmless, and the caller moves the link past the batch only
-        once every part was taken."""
+        once every part was taken. A body refused for its size (a proxy's smaller limit) halves ``max_push_bytes``
+        below it for as long as this process runs, and goes again in parts."""
         body = encode_json({"node_id": node_id, "name": name, "changes": changes})  # a PushIn
         if len(body) > self.max_push_bytes and len(changes) > 1:
             half = len(changes) // 2
-            parts = [await self.push(node_id, name, changes[:half]), await self.push(node_id, name, changes[half:])]
+            parts: list[PushOut] = []
+            too_large: BodyTooLarge | None = None
+            for part in (changes[:half], changes[half:]):
+                try:
+                    parts.append(await self.push(node_id, name, part))
+                except BodyTooLarge as exc:  # one memory no body can carry: the others go all the same
+                    too_large = too_large or exc
+            if too_large is not None:
+                raise too_large
             return PushOut(
                 accepted=sum(p.accepted for p in parts),
                 applied=sum(p.applied for p in parts),
                 unchanged=sum(p.unchanged for p in parts),
                 conflicts=sum(p.conflicts for p in parts),
             )
-        response = await self._call("POST", "/push", content=body, headers={"Content-Type": "application/json"})
+        try:
+            response = await self._call("POST", "/push", content=body, headers={"Content-Type": "application/json"})
+        except BodyTooLarge as exc:
+            if len(changes) == 1:
+                raise BodyTooLarge(
+                    f"the edge or a proxy in front of it refuses memory {changes[0]['memory_id']} for its size: its "
+                    f"push alone was {len(body)} bytes ({exc.message})"
+                ) from None
+            log.warning(
+                "link %s: a push of %d bytes was refused for its size (%s); sending smaller parts from now on "
+                "(ENGRAM_SYNC_PUSH_MAX_BYTES sets this from the start)",
+                self.link_id,
+                len(body),
+                exc.message,
+            )
+            # Below half of what was refused: parts then fit at once, not after one more refusal each.
+            self.max_push_bytes = min(self.max_push_bytes, len(body) // 2)
+            return await self.push(node_id, name, changes)
         return PushOut.model_validate(self._json(response))
 
     async def pull(self, *, cursor: str, limit: int, wait: float, node_id: str, name: str | None) -> PullOut:
@@ -132,6 +165,9 @@ class EdgeSession:
         if response.status_code >= 500 or (response.status_code == 429 and code != "quota_exceeded"):
             raise EdgeUnreachable(f"the edge answered {response.status_code}: {message}")
         retry = response.headers.get("retry-after")
+        if response.status_code == 413 and code != "memory_too_large":
+            # A proxy's page (nginx's is HTML) says no more than the status does.
+            raise BodyTooLarge(f"413 {code}: {message}" if code else "413 Request Entity Too Large")
         raise PushRefused(
             f"the edge refused it ({response.status_code} {code}): {message}",
             retry_after=float(retry) if retry and retry.isdigit() else None,

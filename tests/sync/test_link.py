@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 from tests.sync.processes import Deployment, HostedEdge, link_with_client, search
+from tests.sync.proxy import CappingProxy
 
 WAIT_SECONDS = 30.0
 LINK_FIELDS = {"edge", "local_user", "edge_user", "pending", "last_push_at", "last_pull_at", "state", "error"}
@@ -50,9 +52,9 @@ def link_of(node: Deployment, local_user: str) -> dict[str, Any]:
     return link
 
 
-@pytest.fixture(scope="module")
-def edge(tmp_path_factory: pytest.TempPathFactory, pg_server: str, embedder: Any) -> Iterator[HostedEdge]:
-    """One edge on PostgreSQL for the module's tests (served in this process), each test with users of its own."""
+@contextlib.contextmanager
+def hosted_edge(tmp_path_factory: pytest.TempPathFactory, embedder: Any, **overrides: Any) -> Iterator[HostedEdge]:
+    """An edge on a PostgreSQL database of its own, served in this process."""
     from tests.conftest import PG_HOST, PG_PORT, PG_USER, _admin_execute, _settings
     from tests.harness import serve
 
@@ -62,12 +64,19 @@ def edge(tmp_path_factory: pytest.TempPathFactory, pg_server: str, embedder: Any
     from app.migrate import upgrade_to_head
 
     upgrade_to_head(url)
-    settings = _settings(tmp_path_factory.mktemp("edge"), url, plans=PLANS)
+    settings = _settings(tmp_path_factory.mktemp("edge"), url, plans=PLANS, **overrides)
     try:
         with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
             yield HostedEdge(server)
     finally:
         _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory: pytest.TempPathFactory, pg_server: str, embedder: Any) -> Iterator[HostedEdge]:
+    """One edge for the module's tests, each test with users of its own."""
+    with hosted_edge(tmp_path_factory, embedder) as server:
+        yield server
 
 
 @pytest.fixture
@@ -170,6 +179,73 @@ def test_a_push_too_large_for_one_body_goes_in_parts(edge: HostedEdge, node: Dep
     until(lambda: contents(edge, edge_key) == texts, "every part reached the edge")
     until(lambda: link_of(node, local_user)["pending"] == 0, "nothing pending")
     assert push_requests(edge) - before >= 5  # one batch of 30 changes, in bodies of at most 16 KiB
+
+
+def _link_through(node: Deployment, proxy: CappingProxy, edge: HostedEdge, local_user: str, edge_user: str) -> None:
+    client = edge.sync_client(edge_user, "box behind nginx")
+    node.engram(
+        "sync", "link", proxy.url, "--user", local_user, "--client-id", client["client_id"],
+        "--client-secret", client["client_secret"],
+    )  # fmt: skip
+
+
+def test_a_proxy_refusing_a_push_for_its_size_gets_smaller_parts_and_nothing_is_lost(
+    tmp_path_factory: pytest.TempPathFactory, pg_server: str, embedder: Any, node: Deployment
+) -> None:
+    """Behind a proxy with a smaller body limit than the node sends (nginx's 413 page), a link sends the batch again
+    in parts below it, by itself, and keeps sending parts that size."""
+    with (
+        CappingProxy(limit=24 * 1024) as proxy,
+        hosted_edge(tmp_path_factory, embedder, public_base_url=proxy.url) as edge,
+    ):
+        proxy.upstream = edge.url
+        edge_user, edge_key = edge.user()
+        local_user, local_key = node.user()
+        node.start()
+        _link_through(node, proxy, edge, local_user, edge_user)
+        first = {f"proxied note {n}" for n in range(40)}
+        with node.client(local_key) as http:  # one commit, one push of about 100 KiB
+            assert http.post("/v1/memories", json={"memories": [{"content": t} for t in sorted(first)]}).is_success
+        until(lambda: contents(edge, edge_key) == first, "every part reached the edge")
+        until(lambda: link_of(node, local_user)["pending"] == 0, "nothing pending")
+        assert link_of(node, local_user)["state"] == "ok"
+        refused = len(proxy.refused)
+        assert refused >= 1 and min(proxy.refused) > proxy.limit
+
+        # The next batch goes in parts the proxy takes: the link's runner learnt its limit.
+        later = {f"later note {n}" for n in range(40)}
+        with node.client(local_key) as http:
+            assert http.post("/v1/memories", json={"memories": [{"content": t} for t in sorted(later)]}).is_success
+        until(lambda: contents(edge, edge_key) == first | later, "the later batch reached the edge")
+        assert len(proxy.refused) == refused
+        assert "refused for its size" in node.log()
+
+
+def test_a_memory_too_large_for_any_push_is_refused_by_itself_and_the_rest_goes(
+    tmp_path_factory: pytest.TempPathFactory, pg_server: str, embedder: Any, node: Deployment
+) -> None:
+    with (
+        CappingProxy(limit=6 * 1024) as proxy,
+        hosted_edge(tmp_path_factory, embedder, public_base_url=proxy.url) as edge,
+    ):
+        proxy.upstream = edge.url
+        edge_user, edge_key = edge.user()
+        local_user, local_key = node.user()
+        node.start()
+        small = {f"small note {n}" for n in range(20)}
+        big = "a long design note: " + "the build runs in stages. " * 300
+        with node.client(local_key) as http:
+            batch = [{"content": t} for t in sorted(small)] + [{"content": big}]
+            response = http.post("/v1/memories", json={"memories": batch})
+            assert response.is_success
+            big_id = response.json()["results"][-1]["id"]
+        _link_through(node, proxy, edge, local_user, edge_user)
+        until(lambda: contents(edge, edge_key) == small, "every memory a body can carry reached the edge")
+        link = until(lambda: (found := link_of(node, local_user))["state"] == "refused" and found, "the link refused")
+        assert big_id in link["error"] and "for its size" in link["error"] and "<html>" not in link["error"]
+        assert link["pending"] >= 1  # the large one waits on the node, nothing lost
+        with node.client(local_key) as http:
+            assert http.get(f"/v1/memories/{big_id}").json()["content"] == big
 
 
 def test_sync_once_exchanges_without_a_server_and_says_why_when_it_cannot(edge: HostedEdge, node: Deployment) -> None:
