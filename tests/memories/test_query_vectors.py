@@ -11,6 +11,7 @@ import pytest
 from app.memories.embedder import OnnxMiniLMEmbedder
 from app.memories.engine import MemoryEngine
 from app.memories.query_vectors import QueryVectors
+from tests.memories.test_engine_contract import add
 
 pytestmark = pytest.mark.anyio
 
@@ -45,21 +46,6 @@ def engine(tmp_path: Path, counting: Counting) -> Iterator[MemoryEngine]:
     engine.close()
 
 
-async def _add(engine: MemoryEngine, user_id: str, content: str) -> str:
-    outcomes = await engine.add(
-        user_id=user_id,
-        content=content,
-        visibility="user",
-        scope="user",
-        session=None,
-        agent=None,
-        tags=[],
-        metadata={},
-        infer=False,
-    )
-    return outcomes[0].id
-
-
 async def _search(engine: MemoryEngine, user_id: str, query: str) -> list[tuple[str, float]]:
     hits = await engine.search(user_id=user_id, query=query, visibilities=["user"], limit=5, threshold=0)
     return [(hit.id, hit.score) for hit in hits]
@@ -68,8 +54,8 @@ async def _search(engine: MemoryEngine, user_id: str, query: str) -> list[tuple[
 async def test_a_repeated_search_runs_the_model_once_and_finds_the_same(
     engine: MemoryEngine, counting: Counting
 ) -> None:
-    await _add(engine, "u_1", "The deploy script lives in scripts/deploy.sh")
-    await _add(engine, "u_1", "Staging runs on Fly, production on our own servers")
+    await add(engine, "The deploy script lives in scripts/deploy.sh")
+    await add(engine, "Staging runs on Fly, production on our own servers")
     counting.texts.clear()
     first = await _search(engine, "u_1", "where is the deploy script?")
     again = await _search(engine, "u_1", "where is the deploy script?")
@@ -86,7 +72,7 @@ async def test_another_tenant_asking_the_same_runs_the_model_itself(engine: Memo
 
 
 async def test_what_is_added_is_not_kept_as_a_query(engine: MemoryEngine, counting: Counting) -> None:
-    await _add(engine, "u_1", "Use pnpm, never npm")
+    await add(engine, "Use pnpm, never npm")
     await _search(engine, "u_1", "Use pnpm, never npm")
     assert counting.texts == ["Use pnpm, never npm", "Use pnpm, never npm"]
 

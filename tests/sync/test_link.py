@@ -189,13 +189,14 @@ def _link_through(node: Deployment, proxy: CappingProxy, edge: HostedEdge, local
     )  # fmt: skip
 
 
-def test_a_proxy_refusing_a_push_for_its_size_gets_smaller_parts_and_nothing_is_lost(
-    tmp_path_factory: pytest.TempPathFactory, pg_server: str, embedder: Any, node: Deployment
-) -> None:
-    """Behind a proxy with a smaller body limit than the node sends (nginx's 413 page), a link sends the batch again
-    in parts below it, by itself, and keeps sending parts that size."""
+@contextlib.contextmanager
+def behind_proxy(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Any, node: Deployment, limit: int
+) -> Iterator[tuple[CappingProxy, HostedEdge, str, str, str]]:
+    """An edge behind a proxy that takes bodies up to ``limit`` bytes, and the node's user linked to an edge user
+    through the proxy: (proxy, edge, the edge user's key, the local user, the local user's key)."""
     with (
-        CappingProxy(limit=24 * 1024) as proxy,
+        CappingProxy(limit=limit) as proxy,
         hosted_edge(tmp_path_factory, embedder, public_base_url=proxy.url) as edge,
     ):
         proxy.upstream = edge.url
@@ -203,6 +204,15 @@ def test_a_proxy_refusing_a_push_for_its_size_gets_smaller_parts_and_nothing_is_
         local_user, local_key = node.user()
         node.start()
         _link_through(node, proxy, edge, local_user, edge_user)
+        yield proxy, edge, edge_key, local_user, local_key
+
+
+def test_a_proxy_refusing_a_push_for_its_size_gets_smaller_parts_and_nothing_is_lost(
+    tmp_path_factory: pytest.TempPathFactory, pg_server: str, embedder: Any, node: Deployment
+) -> None:
+    """Behind a proxy with a smaller body limit than the node sends (nginx's 413 page), a link sends the batch again
+    in parts below it, by itself, and keeps sending parts that size."""
+    with behind_proxy(tmp_path_factory, embedder, node, 24 * 1024) as (proxy, edge, edge_key, local_user, local_key):
         first = {f"proxied note {n}" for n in range(40)}
         with node.client(local_key) as http:  # one commit, one push of about 100 KiB
             assert http.post("/v1/memories", json={"memories": [{"content": t} for t in sorted(first)]}).is_success
@@ -224,14 +234,7 @@ def test_a_proxy_refusing_a_push_for_its_size_gets_smaller_parts_and_nothing_is_
 def test_a_memory_too_large_for_any_push_is_refused_by_itself_and_the_rest_goes(
     tmp_path_factory: pytest.TempPathFactory, pg_server: str, embedder: Any, node: Deployment
 ) -> None:
-    with (
-        CappingProxy(limit=6 * 1024) as proxy,
-        hosted_edge(tmp_path_factory, embedder, public_base_url=proxy.url) as edge,
-    ):
-        proxy.upstream = edge.url
-        edge_user, edge_key = edge.user()
-        local_user, local_key = node.user()
-        node.start()
+    with behind_proxy(tmp_path_factory, embedder, node, 6 * 1024) as (_, edge, edge_key, local_user, local_key):
         small = {f"small note {n}" for n in range(20)}
         big = "a long design note: " + "the build runs in stages. " * 300
         with node.client(local_key) as http:
@@ -239,7 +242,6 @@ def test_a_memory_too_large_for_any_push_is_refused_by_itself_and_the_rest_goes(
             response = http.post("/v1/memories", json={"memories": batch})
             assert response.is_success
             big_id = response.json()["results"][-1]["id"]
-        _link_through(node, proxy, edge, local_user, edge_user)
         until(lambda: contents(edge, edge_key) == small, "every memory a body can carry reached the edge")
         link = until(lambda: (found := link_of(node, local_user))["state"] == "refused" and found, "the link refused")
         assert big_id in link["error"] and "for its size" in link["error"] and "<html>" not in link["error"]
