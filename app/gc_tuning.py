@@ -1,7 +1,7 @@
 """Garbage collection for a long-running server.
 
-After start-up a server holds a few million objects (the model, mem0, SQLAlchemy, litestar) that live as long as the
-process. Each full collection walked all of them: 140-220 ms with every thread stopped, every few seconds under a
+After start-up a server holds about 300,000 objects (mem0, SQLAlchemy, litestar, their modules) that live as long
+as the process. Each full collection walked all of them: 140-220 ms with every thread stopped, every few seconds under a
 steady write load, and four times in a row while an edge took in a node's backlog. Frozen once start-up is done,
 they are left out of every collection; a full collection walks only what was made since (2-4 ms under the same load).
 """
