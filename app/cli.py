@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -37,7 +38,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     settings = settings.model_copy(update=flags)
     app = create_app(settings)
     app.on_startup.append(tune_for_serving)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -52,7 +53,25 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         # connection first, never the server in the instant a request is sent on it (a lost request, unretried).
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
-    return 0
+    server = uvicorn.Server(config)
+    sockets = [_reusable_socket(settings.host, settings.port)] if settings.reuse_port else None
+    try:
+        server.run(sockets=sockets)
+    except KeyboardInterrupt:  # as uvicorn.run: Ctrl-C after the graceful shutdown is no error
+        pass
+    return 0 if server.started else 3  # as uvicorn.run: the app's start-up failed
+
+
+def _reusable_socket(host: str, port: int) -> socket.socket:
+    """A listening socket other processes may bind too (SO_REUSEPORT): the kernel spreads connections over them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
 
 
 def _migrate(_: argparse.Namespace, settings: Settings) -> int:

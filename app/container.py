@@ -12,6 +12,8 @@ from litestar.handlers import BaseRouteHandler
 from app.accounts.auth import Authenticator, Recheck
 from app.accounts.principal import Principal
 from app.accounts.revocations import Revocations
+from app.admission import Admission
+from app.admission.http import admit
 from app.coordination import Coordination
 from app.db import Database
 from app.memories.engine import MemoryEngine
@@ -47,6 +49,8 @@ class Container:
     # Tells open streams at once that a credential of their user was revoked.
     revocations: Revocations = field(default_factory=Revocations)
     extras: dict[str, Any] = field(default_factory=dict)
+    # Which requests run now, wait their turn, or are refused (app.admission).
+    admission: Admission = field(default_factory=Admission)
     # Edge sync: the change log every memory write appends to, the /sync/v1 edge and the log follower.
     sync: SyncRuntime | None = None
 
@@ -79,6 +83,7 @@ async def provide_principal(request: Request[Any, Any, Any]) -> Principal:
     principal = await container.authenticator.authenticate(request.headers, resource=api)
     note_user(principal.user_id)
     await container.quotas.check_request(principal)
+    await admit(request, container.admission, principal, await container.quotas.plan_for(principal.user_id))
     request.scope.setdefault("state", {})[_PRINCIPAL] = principal
     return principal
 

@@ -117,3 +117,15 @@ class ServiceUnavailable(AppError):
     status_code = 503
     code = "unavailable"
     jsonrpc_code = -32603
+
+
+class OverFairShare(RateLimited):
+    """A tenant holding more than its share of a busy server (admission control)."""
+
+    code = "over_fair_share"
+
+
+class Overloaded(ServiceUnavailable):
+    """No slot within the request's waiting budget: the server is at capacity (admission control)."""
+
+    code = "overloaded"

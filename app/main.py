@@ -20,6 +20,9 @@ from litestar.openapi.spec import Components, SecurityScheme
 from app.accounts.auth import Authenticator
 from app.accounts.revocations import Revocations
 from app.accounts.secret import resolve_secret_key
+from app.admission import Admission, AdmissionConfig
+from app.admission.batching import BatchingEmbedder
+from app.admission.http import ReleaseSlots
 from app.client_address import TrustedProxies, parse_networks
 from app.container import Container, provide_container, provide_principal
 from app.coordination import create_coordination
@@ -71,6 +74,7 @@ async def build_container(
     os.environ.setdefault("MEM0_DIR", str((data_dir / "mem0").resolve()))
     if embedder is None:
         embedder = await anyio.to_thread.run_sync(lambda: OnnxMiniLMEmbedder(threads=settings.embed_threads))
+    embedder = BatchingEmbedder(embedder, max_batch=settings.embed_max_batch, probe=metrics)
     engine = await anyio.to_thread.run_sync(
         lambda: MemoryEngine.open(
             data_dir=data_dir,
@@ -135,6 +139,19 @@ async def build_container(
         redis=breaker,
         revocations=revocations,
         sync=sync,
+        admission=Admission(admission_config(settings), probe=metrics),
+    )
+
+
+def admission_config(settings: Settings) -> AdmissionConfig:
+    return AdmissionConfig(
+        queue_timeout=settings.admission_queue_timeout_seconds,
+        target=settings.admission_target_delay_seconds,
+        overloaded_wait=settings.admission_overloaded_wait_seconds,
+        min_share=settings.admission_min_share,
+        initial_limit=settings.admission_initial_limit,
+        min_limit=settings.admission_min_limit,
+        max_limit=settings.admission_max_limit,
     )
 
 
@@ -241,6 +258,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         logging_config=None,
         debug=False,
     )
+    app.asgi_handler = ReleaseSlots(app.asgi_handler)
     install_observability(app, metrics, {MCP_MOUNT: MCP_MOUNT + "/{client_name}/{user_id}"})
     # Outermost: every layer below (logs, limits, handlers) sees the client the trusted proxy named.
     app.asgi_handler = TrustedProxies(

@@ -16,6 +16,9 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8000
+    # Several `engram serve` processes on one machine may listen on the same port (SO_REUSEPORT, Linux): the kernel
+    # spreads new connections over them. Each still needs its own data_dir; they share the database and Redis.
+    reuse_port: bool = False
     data_dir: Path = Path("./data")
 
     # Unset: SQLite under data_dir. Production: postgresql+asyncpg://...
@@ -76,7 +79,12 @@ class Settings(BaseSettings):
     plans: dict[str, dict[str, int]] = Field(
         default_factory=lambda: {
             "free": {"requests_per_minute": 600, "key_requests_per_minute": 300, "max_memories": 10_000},
-            "pro": {"requests_per_minute": 6000, "key_requests_per_minute": 3000, "max_memories": 1_000_000},
+            "pro": {
+                "requests_per_minute": 6000,
+                "key_requests_per_minute": 3000,
+                "max_memories": 1_000_000,
+                "weight": 4,
+            },
         }
     )
     default_plan: str = "free"
@@ -114,6 +122,20 @@ class Settings(BaseSettings):
     # Threads one embedding may use when it runs alone (a lone search gets both cores); under concurrency each
     # embedding takes one, so the event loop and the other requests are not starved.
     embed_threads: int = Field(default=2, ge=1)
+    # Texts of concurrent requests embedded in one model run at most (app.admission.batching).
+    embed_max_batch: int = Field(default=32, ge=1, le=256)
+    # Admission control (app.admission). Requests in service at once are learned from their latency between these
+    # bounds; one that finds no slot waits at most admission_queue_timeout_seconds, or
+    # admission_overloaded_wait_seconds while waits have stood above admission_target_delay_seconds for 100 ms
+    # (CoDel), then gets 503. A tenant holding more than its plan-weighted share of a busy server gets 429; one with
+    # admission_min_share requests or fewer never does.
+    admission_initial_limit: int = Field(default=8, ge=1)
+    admission_min_limit: int = Field(default=2, ge=1)
+    admission_max_limit: int = Field(default=64, ge=1)
+    admission_queue_timeout_seconds: float = Field(default=0.5, gt=0, le=30)
+    admission_overloaded_wait_seconds: float = Field(default=0.1, gt=0, le=30)
+    admission_target_delay_seconds: float = Field(default=0.02, gt=0, le=5)
+    admission_min_share: int = Field(default=8, ge=1)
     # Search queries whose vectors are kept (per tenant; about 3 KB each): a repeated search skips the model.
     query_cache_size: int = Field(default=1024, ge=0)
     log_level: str = "info"
@@ -123,6 +145,8 @@ class Settings(BaseSettings):
         from app.client_address import parse_networks
 
         parse_networks(self.trusted_proxies)  # a bad entry fails at start-up, naming it
+        if not self.admission_min_limit <= self.admission_initial_limit <= self.admission_max_limit:
+            raise ValueError("admission limits must satisfy min_limit <= initial_limit <= max_limit")
         if self.public_base_url is not None:
             self.public_base_url = self.public_base_url.rstrip("/")
         return self

@@ -21,6 +21,7 @@ from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from app.accounts.principal import Principal
+from app.admission import Ticket
 from app.container import Container
 from app.errors import AppError, Forbidden, NotFound
 from app.identity import Identity, parse_identity
@@ -138,11 +139,27 @@ class McpEndpoint:
                 if self.live.owner(session_id) != _owner(caller):
                     raise NotFound("Session not found")
                 self.live.touch(session_id)
-            if body is not None:
-                check_message(body)
+            method = check_message(body) if body is not None else None
+            # A tool call is work like a REST request; the rest (handshake, listings, streams) never waits.
+            ticket = await self._slot(container, caller) if method == "tools/call" else None
         except AppError as exc:
             await send_error(send, exc, request_id_in(body))
             return
+        try:
+            await self._serve(scope, receive, send, container, caller, session_id)
+        finally:
+            if ticket is not None:
+                container.admission.leave(ticket)
+
+    async def _slot(self, container: Container, caller: Caller) -> Ticket:
+        plan = await container.quotas.plan_for(caller.principal.user_id)
+        return await container.admission.enter(
+            caller.principal.user_id, "mcp tools/call", weight=plan.weight, tenant_class=plan.name
+        )
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, container: Container, caller: Caller, session_id: str | None
+    ) -> None:
         if caller.identity.is_session:
             await _mark_present(container, caller)
         owner = _owner(caller)

@@ -20,8 +20,10 @@ REMOVED_IN_STATELESS = frozenset(
 )
 
 
-def check_message(body: bytes) -> None:
-    """Raise ``InvalidJsonRpc`` naming what is wrong with ``body``, unless it is one well-formed JSON-RPC message."""
+def check_message(body: bytes) -> str | None:
+    """Raise ``InvalidJsonRpc`` naming what is wrong with ``body``, unless it is one well-formed JSON-RPC message.
+
+    Returns its method (None for a response)."""
     try:
         message: Any = json.loads(body)
     except (ValueError, RecursionError):
@@ -44,9 +46,10 @@ def check_message(body: bytes) -> None:
         problem = _params_problem(message["method"], message.get("params"))
         if problem:
             raise InvalidParams(f"{message['method']}: {problem}")
-        return
+        return str(message["method"])
     if "id" not in message or ("result" in message) == ("error" in message):
         raise InvalidJsonRpc('a request needs "method"; a response needs "id" and one of "result" or "error"')
+    return None
 
 
 def request_id_in(body: bytes | None) -> str | int | None:

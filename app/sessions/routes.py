@@ -12,6 +12,7 @@ from litestar.status_codes import HTTP_200_OK
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.accounts.principal import Principal
+from app.admission.http import STREAM
 from app.container import Container, authenticated
 from app.coordination.rules import MAX_OPERATION_CHARS, MAX_PATH_CHARS, MAX_PATHS, MAX_SUMMARY_CHARS
 from app.memories.schemas import Name
@@ -121,6 +122,7 @@ class SessionController(Controller):
 
     @get(
         "/events",
+        opt=STREAM,
         summary="Live claim, release and change events (Server-Sent Events)",
         description=(
             "Change events carry their cursor as the event id. Reconnecting with `Last-Event-ID` (or `since`) first "

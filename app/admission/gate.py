@@ -1,0 +1,230 @@
+"""Admission: which request runs now, which waits, and which is refused at once, fairly between tenants.
+
+At most ``AdaptiveLimit.current`` requests are in service. One that finds the server busy waits in its tenant's
+queue; a freed slot goes to the tenants in turn (weighted round robin: a tenant of weight 3 gets three turns to
+another's one), so a tenant that sends 150 requests at once makes its own queue long, not anyone else's.
+
+Refusals are quick and honest:
+- 429 ``over_fair_share`` at arrival, for a tenant already holding more than its share of the server (the limit
+  plus room to queue, split by weight between the tenants with requests in), while other tenants are waiting too.
+  A tenant with ``min_share`` or fewer requests outstanding is never over its share.
+- 503 ``overloaded`` for a request that waited its whole budget without a slot. The budget is CoDel's: while the
+  queue drains (some waiter in the last ``interval`` started within ``target``) a request may wait ``queue_timeout``;
+  once waits stand above ``target`` for a whole interval, new arrivals wait at most ``overloaded_wait``, so a
+  standing queue is not kept standing and its clients hear "retry later" in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from app.admission.limit import AdaptiveLimit
+from app.admission.probe import AdmissionProbe, NoProbe
+from app.errors import OverFairShare, Overloaded
+from app.quotas.limiter import retry_after_header
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    queue_timeout: float = 0.5
+    target: float = 0.02
+    interval: float = 0.1
+    overloaded_wait: float = 0.1
+    min_share: int = 8
+    # A tenant's share is of the limit times this: what runs plus what may wait its turn.
+    capacity_factor: float = 3.0
+    initial_limit: int = 8
+    min_limit: int = 2
+    max_limit: int = 64
+
+
+@dataclass(eq=False)
+class Ticket:
+    """A request's place: in a queue, then in service. ``leave`` it exactly once when admitted."""
+
+    tenant: str
+    kind: str
+    tenant_class: str
+    arrived: float
+    admitted: asyncio.Future[float]
+    started: float = 0.0
+    gone: bool = False
+
+
+@dataclass
+class _Tenant:
+    weight: int
+    outstanding: int = 0  # queued + in service
+    queue: deque[Ticket] = field(default_factory=deque)
+    credit: int = 0
+
+
+class Admission:
+    """One per server process; every admitted request must be left (``slot`` does it)."""
+
+    def __init__(
+        self,
+        config: AdmissionConfig | None = None,
+        probe: AdmissionProbe | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config or AdmissionConfig()
+        self.limit = AdaptiveLimit(
+            initial=self.config.initial_limit, minimum=self.config.min_limit, maximum=self.config.max_limit
+        )
+        self.probe = probe or NoProbe()
+        self.clock = clock
+        self.in_flight = 0
+        self._tenants: dict[str, _Tenant] = {}
+        self._turns: deque[str] = deque()  # tenants with someone queued, in turn order
+        self._queued = 0
+        self._above_since: float | None = None
+        self._overloaded = False
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    @property
+    def overloaded(self) -> bool:
+        return self._overloaded
+
+    @asynccontextmanager
+    async def slot(self, tenant: str, kind: str, *, weight: int = 1, tenant_class: str = "") -> AsyncIterator[None]:
+        ticket = await self.enter(tenant, kind, weight=weight, tenant_class=tenant_class)
+        try:
+            yield
+        finally:
+            self.leave(ticket)
+
+    async def enter(self, tenant: str, kind: str, *, weight: int = 1, tenant_class: str = "") -> Ticket:
+        """Wait for a slot; ``OverFairShare`` (429) or ``Overloaded`` (503), both with Retry-After, when refused."""
+        now = self.clock()
+        loop = asyncio.get_running_loop()
+        ticket = Ticket(tenant, kind, tenant_class, now, loop.create_future())
+        state = self._tenants.get(tenant)
+        if state is None:
+            state = self._tenants[tenant] = _Tenant(max(1, weight))
+        state.weight = max(1, weight)
+        if self.in_flight < self.limit.current and not self._queued:
+            state.outstanding += 1
+            self._start(ticket, now)
+            self.probe.admitted(tenant_class, "immediate", 0.0)
+            return ticket
+        if state.outstanding >= self._share(tenant) and self._others_waiting(tenant):
+            self._forget_if_idle(tenant)
+            self.probe.refused(tenant_class, "over_fair_share")
+            raise OverFairShare(
+                "this account has more requests in progress than its share of a busy server; retry after 1 s",
+                headers=retry_after_header(1),
+            )
+        budget = self.config.overloaded_wait if self._overloaded else self.config.queue_timeout
+        state.outstanding += 1
+        self._enqueue(state, ticket)
+        try:
+            await asyncio.wait_for(asyncio.shield(ticket.admitted), budget)
+        except TimeoutError:
+            if not ticket.admitted.done():
+                self._abandon(ticket)
+                self.probe.refused(tenant_class, "queue_timeout")
+                raise Overloaded(
+                    f"the server is at capacity: no slot within {budget * 1000:.0f} ms; retry after 1 s",
+                    headers=retry_after_header(1),
+                ) from None
+        except asyncio.CancelledError:
+            # The client went away while waiting. If a slot was handed over meanwhile, give it back.
+            if ticket.admitted.done():
+                self.leave(ticket)
+            else:
+                self._abandon(ticket)
+            raise
+        self.probe.admitted(tenant_class, "queued", ticket.started - ticket.arrived)
+        return ticket
+
+    def leave(self, ticket: Ticket) -> None:
+        if ticket.gone:
+            return
+        ticket.gone = True
+        now = self.clock()
+        self.limit.sample(ticket.kind, now - ticket.started, self.in_flight, now)
+        self.in_flight -= 1
+        state = self._tenants[ticket.tenant]
+        state.outstanding -= 1
+        self._forget_if_idle(ticket.tenant)
+        self._dispatch(now)
+        self.probe.state(self.in_flight, self._queued, self.limit.current)
+
+    # --- internals ------------------------------------------------------------------------------------------------
+
+    def _share(self, tenant: str) -> int:
+        active = sum(t.weight for t in self._tenants.values() if t.outstanding > 0 or t is self._tenants[tenant])
+        capacity = self.limit.current * self.config.capacity_factor
+        return max(self.config.min_share, math.ceil(capacity * self._tenants[tenant].weight / max(1, active)))
+
+    def _others_waiting(self, tenant: str) -> bool:
+        return any(name != tenant and state.outstanding > 0 for name, state in self._tenants.items())
+
+    def _start(self, ticket: Ticket, now: float) -> None:
+        self.in_flight += 1
+        ticket.started = now
+        ticket.admitted.set_result(now)
+
+    def _enqueue(self, state: _Tenant, ticket: Ticket) -> None:
+        if not state.queue:
+            state.credit = state.weight
+            self._turns.append(ticket.tenant)
+        state.queue.append(ticket)
+        self._queued += 1
+        self.probe.state(self.in_flight, self._queued, self.limit.current)
+
+    def _abandon(self, ticket: Ticket) -> None:
+        state = self._tenants[ticket.tenant]
+        ticket.gone = True
+        try:
+            state.queue.remove(ticket)
+        except ValueError:
+            pass
+        else:
+            self._queued -= 1
+            if not state.queue:
+                self._turns.remove(ticket.tenant)
+        state.outstanding -= 1
+        self._forget_if_idle(ticket.tenant)
+        self.probe.state(self.in_flight, self._queued, self.limit.current)
+
+    def _forget_if_idle(self, tenant: str) -> None:
+        state = self._tenants.get(tenant)
+        if state is not None and state.outstanding <= 0 and not state.queue:
+            del self._tenants[tenant]
+
+    def _dispatch(self, now: float) -> None:
+        while self._turns and self.in_flight < self.limit.current:
+            tenant = self._turns[0]
+            state = self._tenants[tenant]
+            ticket = state.queue.popleft()
+            self._queued -= 1
+            state.credit -= 1
+            if not state.queue:
+                self._turns.popleft()
+            elif state.credit <= 0:
+                state.credit = state.weight
+                self._turns.rotate(-1)
+            self._note_wait(now - ticket.arrived, now)
+            self._start(ticket, now)
+        if not self._queued:
+            self._above_since, self._overloaded = None, False
+
+    def _note_wait(self, waited: float, now: float) -> None:
+        """CoDel's test: has every wait of the last interval been above target?"""
+        if waited < self.config.target:
+            self._above_since, self._overloaded = None, False
+        elif self._above_since is None:
+            self._above_since = now
+        elif now - self._above_since >= self.config.interval:
+            self._overloaded = True
