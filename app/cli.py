@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import sys
@@ -55,10 +56,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     )
     server = uvicorn.Server(config)
     sockets = [_reusable_socket(settings.host, settings.port)] if settings.reuse_port else None
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C after a graceful shutdown is no error
         server.run(sockets=sockets)
-    except KeyboardInterrupt:  # as uvicorn.run: Ctrl-C after the graceful shutdown is no error
-        pass
     return 0 if server.started else 3  # as uvicorn.run: the app's start-up failed
 
 

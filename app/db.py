@@ -12,12 +12,15 @@ from typing import Any, TypeVar
 from sqlalchemy import JSON, Connection, DateTime, Engine, Executable, MetaData, Row, TypeDecorator, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import DataError, DBAPIError
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.orm.exc import StaleDataError
 
-from app.errors import Conflict, ValidationFailed
+from app.admission.probe import StageProbe
+from app.errors import Conflict, Overloaded, ValidationFailed
+from app.group_commit import GroupCommit, Work
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +100,36 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def create_engine(url: str) -> AsyncEngine:
-    """One engine per process. SQLite gets WAL and a busy timeout so concurrent requests wait instead of failing."""
+# How long a request may wait for a pooled connection before it hears 503: admission lets in no more requests than
+# the pool holds connections (``create_engine``), so a wait this long means the database itself is stuck.
+POOL_TIMEOUT_SECONDS = 5.0
+
+
+@asynccontextmanager
+async def bounded_waits() -> AsyncIterator[None]:
+    """A full pool or a database lock held past the busy timeout is the server at capacity: 503, never a 500."""
+    try:
+        yield
+    except PoolTimeout as exc:
+        raise Overloaded("the database has no free connection; retry after 1 s", headers={"Retry-After": "1"}) from exc
+    except OperationalError as exc:
+        if "database is locked" not in str(exc.orig):
+            raise
+        raise Overloaded("the database is busy; retry after 1 s", headers={"Retry-After": "1"}) from exc
+
+
+def create_engine(url: str, connections: int = 32) -> AsyncEngine:
+    """One engine per process, with a pool for ``connections`` requests at once (admission's largest limit) plus
+    the background work. SQLite gets WAL and a busy timeout so concurrent requests wait instead of failing."""
+    pool = {"pool_size": 8, "max_overflow": max(0, connections), "pool_timeout": POOL_TIMEOUT_SECONDS}
     if url.startswith("sqlite"):
-        engine = create_async_engine(url, connect_args={"timeout": 30})
+        if url.endswith(":memory:"):
+            pool = {}
+        engine = create_async_engine(url, connect_args={"timeout": 30}, **pool)
 
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    return create_async_engine(url, pool_pre_ping=True, **pool)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -149,15 +174,15 @@ def _hot_reader(url: str) -> AsyncEngine | None:
     """
     if url.startswith("sqlite"):
         return None
-    return create_async_engine(url, pool_size=5, max_overflow=10, pool_pre_ping=False)
+    return create_async_engine(url, pool_size=4, max_overflow=8, pool_pre_ping=False, pool_timeout=POOL_TIMEOUT_SECONDS)
 
 
 class Database:
     """Owns the engine and hands out sessions; created once in the lifespan."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, connections: int = 32, probe: StageProbe | None = None) -> None:
         self.url = url
-        self.engine = create_engine(url)
+        self.engine = create_engine(url, connections)
         # Called with a session's ``info`` after it commits: what must follow a commit, never precede it (telling
         # open streams a credential was revoked). Failures are logged, never raised: the commit stands.
         self.after_commit: list[Callable[[dict[str, Any]], Awaitable[None]]] = []
@@ -165,6 +190,27 @@ class Database:
         self._inline_reader = _inline_sqlite_reader(url)
         self._hot_reader = _hot_reader(url)
         self._threaded_writer = _threaded_sqlite_writer(url)
+        self._group = (
+            GroupCommit(self.sessionmaker, self._after_commit, probe=probe)
+            if url.startswith("sqlite") and not url.endswith(":memory:")
+            else None
+        )
+
+    async def write(self, work: Work[T]) -> T:
+        """Run ``work(session)`` as one write: on SQLite in the next group commit (see ``app.group_commit``), a
+        savepoint of its own; elsewhere in a transaction of its own. Either way it is committed when this returns."""
+        if self._group is None:
+            async with self.session() as session:
+                return await work(session)
+        async with refusing_bad_values(), bounded_waits():
+            return await self._group.write(work)
+
+    async def _after_commit(self, info: dict[str, Any]) -> None:
+        for hook in self.after_commit:
+            try:
+                await hook(info)
+            except Exception:
+                log.exception("an after-commit hook failed")
 
     async def first(self, statement: Executable, params: dict[str, Any] | None = None) -> Row[Any] | None:
         """The first row of a small indexed read (every request's credential lookup, a user's plan).
@@ -188,7 +234,7 @@ class Database:
 
     @staticmethod
     async def _first_on(engine: AsyncEngine, statement: Executable, params: dict[str, Any] | None) -> Row[Any] | None:
-        async with engine.connect() as conn:
+        async with bounded_waits(), engine.connect() as conn:
             return (await conn.execute(statement, params or {})).first()
 
     async def transact(self, work: Callable[[Connection], T]) -> T:
@@ -199,7 +245,7 @@ class Database:
         where through aiosqlite every statement, the commit and the pool's reset are each a trip of their own (six
         for a claim, most of its time); elsewhere it runs on the async engine's connection.
         """
-        async with refusing_bad_values():
+        async with refusing_bad_values(), bounded_waits():
             if self._threaded_writer is not None:
                 return await asyncio.to_thread(self._transact_on_thread, self._threaded_writer, work)
             async with self.engine.begin() as conn:
@@ -213,7 +259,7 @@ class Database:
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """A unit of work: commits when the block succeeds, rolls back when it raises."""
-        async with self.sessionmaker() as session, refusing_bad_values():
+        async with self.sessionmaker() as session, refusing_bad_values(), bounded_waits():
             try:
                 yield session
                 await session.commit()
@@ -224,11 +270,7 @@ class Database:
             except BaseException:
                 await session.rollback()
                 raise
-            for hook in self.after_commit:
-                try:
-                    await hook(session.info)
-                except Exception:
-                    log.exception("an after-commit hook failed")
+            await self._after_commit(session.info)
 
     async def ping(self) -> None:
         from sqlalchemy import text

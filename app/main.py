@@ -74,7 +74,9 @@ async def build_container(
     os.environ.setdefault("MEM0_DIR", str((data_dir / "mem0").resolve()))
     if embedder is None:
         embedder = await anyio.to_thread.run_sync(lambda: OnnxMiniLMEmbedder(threads=settings.embed_threads))
-    embedder = BatchingEmbedder(embedder, max_batch=settings.embed_max_batch, probe=metrics)
+    embedder = BatchingEmbedder(
+        embedder, max_batch=settings.embed_max_batch, runners=settings.embed_runners, probe=metrics
+    )
     engine = await anyio.to_thread.run_sync(
         lambda: MemoryEngine.open(
             data_dir=data_dir,
@@ -89,7 +91,7 @@ async def build_container(
             query_cache_size=settings.query_cache_size,
         )
     )
-    db = Database(settings.resolved_database_url)
+    db = Database(settings.resolved_database_url, connections=settings.admission_max_limit, probe=metrics)
     secret = await resolve_secret_key(db, settings.secret_key, data_dir)
     revocations = Revocations(settings.redis_url)
     db.after_commit.append(revocations.after_commit)

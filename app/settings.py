@@ -124,6 +124,8 @@ class Settings(BaseSettings):
     embed_threads: int = Field(default=2, ge=1)
     # Texts of concurrent requests embedded in one model run at most (app.admission.batching).
     embed_max_batch: int = Field(default=32, ge=1, le=256)
+    # Model runs at once (one per core): each takes one thread, unless it runs alone.
+    embed_runners: int = Field(default=2, ge=1, le=64)
     # Admission control (app.admission). Requests in service at once are learned from their latency between these
     # bounds; one that finds no slot waits at most admission_queue_timeout_seconds, or
     # admission_overloaded_wait_seconds while waits have stood above admission_target_delay_seconds for 100 ms
@@ -131,7 +133,7 @@ class Settings(BaseSettings):
     # admission_min_share requests or fewer never does.
     admission_initial_limit: int = Field(default=8, ge=1)
     admission_min_limit: int = Field(default=2, ge=1)
-    admission_max_limit: int = Field(default=64, ge=1)
+    admission_max_limit: int = Field(default=32, ge=1)
     admission_queue_timeout_seconds: float = Field(default=0.5, gt=0, le=30)
     admission_overloaded_wait_seconds: float = Field(default=0.1, gt=0, le=30)
     admission_target_delay_seconds: float = Field(default=0.02, gt=0, le=5)

@@ -224,7 +224,13 @@ def _pct(values: Sequence[float], pct: float) -> float:
 
 
 async def run_clients(
-    host: str, port: int, plan: Sequence[Tenant], seconds: float, rng_seed: int = 7, request_timeout: float = 60.0
+    host: str,
+    port: int,
+    plan: Sequence[Tenant],
+    seconds: float,
+    rng_seed: int = 7,
+    request_timeout: float = 60.0,
+    search_share: float = 0.8,
 ) -> list[Sample]:
     """One client per entry of ``plan`` (a tenant each), in a closed loop for ``seconds``."""
     samples: list[Sample] = []
@@ -235,7 +241,7 @@ async def run_clients(
         conn = Connection(host, port)
         await asyncio.sleep(rng.random() * 0.05)  # not all at the same instant
         while time.monotonic() < stop_at:
-            op = "search" if rng.random() < 0.8 else "add"
+            op = "search" if rng.random() < search_share else "add"
             if op == "search":
                 path, body = "/v1/memories/search", {"query": sentence(rng), "limit": 10}
             else:
@@ -412,10 +418,13 @@ async def _admin(sql: str) -> None:
 # --- steps --------------------------------------------------------------------------------------------------------
 
 
+SEARCH_SHARE = 0.8
+
+
 def measure(deployment: Deployment, name: str, plan: Sequence[Tenant], seconds: float) -> Step:
     step = Step(name, seconds)
     server_before, generator_before = deployment.cpu(), time.process_time()
-    step.samples = asyncio.run(run_clients("127.0.0.1", deployment.port, plan, seconds))
+    step.samples = asyncio.run(run_clients("127.0.0.1", deployment.port, plan, seconds, search_share=SEARCH_SHARE))
     step.server_cpu = deployment.cpu() - server_before
     step.generator_cpu = time.process_time() - generator_before
     return step
@@ -452,9 +461,12 @@ def main() -> None:
     parser.add_argument("--skip-neighbour", action="store_true", help="leave out the noisy-neighbour run")
     parser.add_argument("--skip-floor", action="store_true", help="leave out the embedder's floor")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server(s), repeatable")
+    parser.add_argument("--search-share", type=float, default=0.8, help="searches among requests (default 0.8)")
     parser.add_argument("--output", type=Path, help="write every figure as JSON here")
     args = parser.parse_args()
     extra_env = dict(item.split("=", 1) for item in args.env)
+    global SEARCH_SHARE
+    SEARCH_SHARE = args.search_share
     results: dict[str, object] = {"config": args.config, "duration": args.duration}
     threads = int(extra_env.get("ENGRAM_EMBED_THREADS", "2"))
     with deploy(args.config, args.tenants, args.memories, extra_env) as deployment:

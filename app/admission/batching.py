@@ -2,9 +2,10 @@
 
 Every search and every add embeds one text, so the model sets the ceiling of what a box can serve, and one run over
 many texts costs far less than as many runs over one. Waiting a few milliseconds to gather a batch would tax every
-lone request, so nothing waits on purpose: a caller that finds the model idle runs at once, alone and unpadded, as
-before. Callers that arrive while the model runs queue up, and when it finishes they go together in the next run
-(one of them runs it; the others sleep). Batches therefore grow exactly as fast as load does.
+lone request, so nothing waits on purpose: a caller that finds a free runner (one per core) runs at once, alone and
+unpadded, as before. Callers that arrive while every runner is busy queue up, and when a run finishes they go
+together in the next one (one of them runs it; the others sleep). Batches therefore grow exactly as fast as load
+does.
 
 A batch that fails is tried again one text at a time, so a text the model cannot take fails only its own request.
 """
@@ -36,24 +37,27 @@ class _Job:
 class BatchingEmbedder:
     """An ``Embedder`` over another, batching concurrent ``embed`` calls. Safe to call from many threads."""
 
-    def __init__(self, inner: Embedder, *, max_batch: int = 32, probe: StageProbe | None = None) -> None:
+    def __init__(
+        self, inner: Embedder, *, max_batch: int = 32, runners: int = 2, probe: StageProbe | None = None
+    ) -> None:
         self.inner = inner
         self.dims = inner.dims
         self.model_id = getattr(inner, "model_id", "")
         self.max_batch = max_batch
+        self.runners = max(1, runners)
         self.probe: StageProbe = probe or NoProbe()
         self._lock = threading.Lock()
-        self._busy = False
+        self._running = 0
         self._waiting: list[_Job] = []
 
     def embed(self, text: str) -> list[float]:
         job = _Job(text, time.perf_counter())
         with self._lock:
-            if self._busy:
+            if self._running >= self.runners:
                 self._waiting.append(job)
                 self.probe.depth(STAGE, len(self._waiting))
             else:
-                self._busy = True
+                self._running += 1
                 job.lead = [job]
         if job.lead is None:
             job.ready.wait()
@@ -90,10 +94,10 @@ class BatchingEmbedder:
             job.ready.set()
 
     def _hand_over(self) -> None:
-        """The next batch to the first of those waiting, or the model goes idle."""
+        """The next batch to the first of those waiting, or this runner goes idle."""
         with self._lock:
             if not self._waiting:
-                self._busy = False
+                self._running -= 1
                 return
             batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
             self.probe.depth(STAGE, len(self._waiting))

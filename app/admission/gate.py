@@ -41,7 +41,7 @@ class AdmissionConfig:
     capacity_factor: float = 3.0
     initial_limit: int = 8
     min_limit: int = 2
-    max_limit: int = 64
+    max_limit: int = 32
 
 
 @dataclass(eq=False)

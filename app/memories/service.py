@@ -277,7 +277,8 @@ class MemoryService:
                             updated_at=now,
                         )
                     )
-            async with self.db.session() as session:
+
+            async def store(session: AsyncSession) -> None:
                 if self.quotas is not None:
                     await self.quotas.reserve_memories(session, principal.user_id, len(records))
                 self._stamp(records)
@@ -285,6 +286,8 @@ class MemoryService:
                 await session.flush()
                 _log_added(session, principal, records)
                 await self._log(session, records, "upsert")
+
+            await self.db.write(store)
         except BaseException:
             await self._unindex(principal.user_id, indexed)
             raise

@@ -1,0 +1,79 @@
+"""Group commit on SQLite: writes that arrive together commit together, and each one's failure is its own."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.accounts.models import User
+from app.db import Database
+from app.migrate import upgrade_to_head
+from app.observability.metrics import Metrics
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'engram.db'}"
+    upgrade_to_head(url)
+    return url
+
+
+async def _users(db: Database) -> set[str]:
+    async with db.session() as session:
+        return set((await session.execute(select(User.id))).scalars())
+
+
+async def test_writes_arriving_together_commit_in_one_group_and_a_failing_one_rolls_back_alone(
+    sqlite_url: str,
+) -> None:
+    metrics = Metrics()
+    db = Database(sqlite_url, probe=metrics)
+
+    def writer(n: int):  # type: ignore[no-untyped-def]
+        async def work(session: AsyncSession) -> str:
+            session.add(User(id=f"u_{n}", email=f"{n}@example.test"))
+            await session.flush()
+            if n == 7:
+                raise ValueError("seven refuses")
+            return f"u_{n}"
+
+        return work
+
+    try:
+        outcomes = await asyncio.gather(*(db.write(writer(n)) for n in range(20)), return_exceptions=True)
+        assert isinstance(outcomes[7], ValueError)
+        assert [o for i, o in enumerate(outcomes) if i != 7] == [f"u_{n}" for n in range(20) if n != 7]
+        assert await _users(db) == {f"u_{n}" for n in range(20) if n != 7}
+        histogram = metrics.stage_batch_size.labels("db_writer")
+        assert histogram._sum.get() == 20 and sum(b.get() for b in histogram._buckets) == 1  # one commit for all
+    finally:
+        await db.dispose()
+
+
+async def test_a_lone_write_commits_at_once_and_a_conflict_is_its_callers_alone(sqlite_url: str) -> None:
+    db = Database(sqlite_url)
+
+    async def add(session: AsyncSession) -> None:
+        session.add(User(id="u_dup", email="dup@example.test"))
+
+    try:
+        await db.write(add)
+        assert await _users(db) == {"u_dup"}
+        # The same key again fails on the database's constraint: that caller hears it, nothing else changes.
+        results = await asyncio.gather(db.write(add), return_exceptions=True)
+        assert isinstance(results[0], Exception)
+        async with db.session() as session:
+            assert (await session.execute(select(func.count()).select_from(User))).scalar_one() == 1
+    finally:
+        await db.dispose()
