@@ -111,6 +111,11 @@ def _settings(tmp: object, database_url: str, **overrides: object) -> object:
         "device_authorizations_per_hour",
     ):
         overrides.setdefault(limit, 1_000_000)
+    # Tests fire bursts of concurrent requests at shared servers on a machine that may be loaded: admission waits as
+    # long as it takes there. tests/admission pins the refusals on servers of their own.
+    overrides.setdefault("admission_queue_timeout_seconds", 30.0)
+    overrides.setdefault("admission_overloaded_wait_seconds", 30.0)
+    overrides.setdefault("admission_min_share", 1000)
     # The test servers share one PostgreSQL database, so each would watch and index every project any test registers
     # there, racing the server under test (whose embedded index then learns the others' writes only through its log
     # follower). Only the server the project tests use watches (``api``).
