@@ -2,7 +2,8 @@
 
 Versions order by (hlc, origin). A change newer than the memory's version replaces it (a delete leaves a
 tombstone that carries the version, so it beats every older write); an older one loses, and when it brought
-something this memory never held, the loss is recorded in the memory's history with the winner named. The result
+something this memory never held, the loss is recorded in the memory's history with the winner named. Of the
+versions of one memory in one batch only the newest can win: it is applied, and the others lose to it. The result
 depends only on the set of versions received, never on their order, so every node converges. Applied changes are
 appended to the log with the version they carry (never as this node's own), which is how the edge passes a
 node's change on to the others and how a node avoids sending a pulled change back.
@@ -147,7 +148,7 @@ class Applier:
                 before = {mid: None for mid in rows} | {m.id: m for m in held}
                 # Nothing reaches the database before the quota is reserved: it counts what is stored already.
                 with session.no_autoflush:
-                    for change in sorted(batch, key=lambda c: c.version):
+                    for change in _newest_first(batch):
                         await self._one(session, user_id, rows, change, plan)
                     if enforce_quota and self.quotas is not None and plan.net_added > 0:
                         await self.quotas.reserve_memories(session, user_id, plan.net_added)
@@ -313,6 +314,15 @@ class Applier:
                 await self.engine.purge(absent)
         except Exception:  # start-up repair removes what this could not
             log.warning("could not restore the index after a failed sync batch", exc_info=True)
+
+
+def _newest_first(batch: Sequence[Incoming]) -> list[Incoming]:
+    """Each memory's newest version in the batch (in version order), then the others. Only the newest can win, so
+    the others are settled against what it leaves (they lose, or repeat it): a batch carrying many versions of one
+    memory writes one change of it, not one event with the whole text per version in between."""
+    ordered = sorted(batch, key=lambda c: c.version)
+    newest = {c.memory_id: c for c in ordered}
+    return [c for c in ordered if newest[c.memory_id] is c] + [c for c in ordered if newest[c.memory_id] is not c]
 
 
 async def _rows(session: AsyncSession, ids: Sequence[str]) -> dict[str, StoredMemory]:
