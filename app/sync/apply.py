@@ -7,6 +7,18 @@ versions of one memory in one batch only the newest can win: it is applied, and 
 depends only on the set of versions received, never on their order, so every node converges. Applied changes are
 appended to the log with the version they carry (never as this node's own), which is how the edge passes a
 node's change on to the others and how a node avoids sending a pulled change back.
+
+A node's push stores nothing for a memory this server never had whose newest version in the batch is a delete
+(counted as ``discarded``): there is nothing to delete, and a tombstone is no memory, so storing it let a push
+write without end past the plan's quota. This keeps the result independent of order, because of how versions
+travel: a sender sends a memory's current version, so over one link a memory's versions only ever arrive newer;
+and a memory reaches other nodes only through the edge, their hub. A memory the edge never had was made and
+deleted on one node before that node pushed it, so no one else holds any version of it, and that node sends none
+older than its delete. (A node linked to several edges relays: an older version of such a memory can reach an
+edge through it, but the relay sends the delete on too once it holds it, and the delete wins here then.) The one
+order it depends on: a push of the memory's older version still in flight when its sender's next push, with the
+delete, lands first, as a retry after a timeout can be on another instance of the edge. Pulled changes (a node
+applying its edge's) keep every tombstone, so a node that relays passes every delete on.
 """
 
 from __future__ import annotations
@@ -44,6 +56,8 @@ class Applied:
     applied: int = 0
     unchanged: int = 0
     conflicts: int = 0
+    # Versions of memories this server never had whose newest in the batch is a delete (a push only): not stored.
+    discarded: int = 0
     # The records this batch changed, as committed.
     changed: list[StoredMemory] = field(default_factory=list)
 
@@ -71,6 +85,9 @@ class _Plan:
     new: list[NewMemory] = field(default_factory=list)
     net_added: int = 0
     result: Applied = field(default_factory=Applied)
+    # A node's push: deletes of memories never held here are discarded (see the module docstring).
+    pushed: bool = False
+    discarded: set[str] = field(default_factory=set)
 
 
 class Applier:
@@ -117,13 +134,14 @@ class Applier:
         batch: Sequence[Incoming],
         *,
         source: str | None = None,
-        enforce_quota: bool = False,
+        pushed: bool = False,
         finish: Finish | None = None,
     ) -> Applied:
-        """Apply ``batch`` to ``user_id``'s memories, all or nothing; ``source`` names the link it came through."""
+        """Apply ``batch`` to ``user_id``'s memories, all or nothing; ``source`` names the link it came through.
+        ``pushed``: a node pushed it here, so the plan's quota applies and unknown memories' deletes are discarded."""
         self.check(batch)
         async with self.changes.guard(c.memory_id for c in batch):
-            return await self._apply(user_id, batch, source=source, enforce_quota=enforce_quota, finish=finish)
+            return await self._apply(user_id, batch, source=source, pushed=pushed, finish=finish)
 
     async def _apply(
         self,
@@ -131,10 +149,10 @@ class Applier:
         batch: Sequence[Incoming],
         *,
         source: str | None,
-        enforce_quota: bool,
+        pushed: bool,
         finish: Finish | None,
     ) -> Applied:
-        plan = _Plan()
+        plan = _Plan(pushed=pushed)
         before: dict[str, IndexedMemory | None] = {}
         index_touched = False
         try:
@@ -150,7 +168,7 @@ class Applier:
                 with session.no_autoflush:
                     for change in _newest_first(batch):
                         await self._one(session, user_id, rows, change, plan)
-                    if enforce_quota and self.quotas is not None and plan.net_added > 0:
+                    if pushed and self.quotas is not None and plan.net_added > 0:
                         await self.quotas.reserve_memories(session, user_id, plan.net_added)
                 if plan.changed:
                     live = await with_context(session, [r for r in plan.changed.values() if r.deleted_at is None])
@@ -199,6 +217,11 @@ class Applier:
         record = rows.get(change.memory_id)
         wire = change.record
         actor = f"{user_id} via sync from {change.origin}"
+        if record is None and plan.pushed and (change.op == DELETE or change.memory_id in plan.discarded):
+            # Its newest version in the batch (seen first) is a delete: this one or an older one that lost to it.
+            plan.discarded.add(change.memory_id)
+            plan.result.discarded += 1
+            return
         if record is None:
             record = NewMemory(
                 id=change.memory_id,
