@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.principal import Principal
 from app.errors import QuotaExceeded
@@ -17,7 +18,7 @@ from app.memories.models import MemoryEvent, MemoryRecord
 from app.sync.models import MemoryChange
 from app.sync.protocol import MAX_BATCH, ChangeWire, PushIn, PushOut
 from tests.sync.conftest import Node, node_settings, open_node
-from tests.sync.test_apply import change
+from tests.sync.test_apply import change, received
 
 FIVE = {"free": {"requests_per_minute": 10**6, "key_requests_per_minute": 10**6, "max_memories": 5}}
 
@@ -84,3 +85,107 @@ async def test_deletes_of_memories_the_edge_never_had_store_nothing_and_do_not_c
         [deleted] = [r for r in await edge.records(who.user_id) if r.deleted_at is not None]
         assert deleted.id == five[0].memory_id
         assert (await push(edge, who, [change(str(uuid.uuid4()), 1, "n_a", content="room again")])).applied == 1
+
+
+async def conflicts_of(node: Node, who: Principal, memory_id: str) -> list[str | None]:
+    """The losing texts a memory's history keeps, oldest first."""
+    history = await node.container.memories.history(who, None, memory_id)
+    return [h.old_content for h in history if h.event == "CONFLICT"]
+
+
+@pytest.mark.anyio
+async def test_a_memory_keeps_only_its_newest_losing_versions(
+    tmp_path: Path, database_url: str | None, embedder: Any
+) -> None:
+    async with edge_on(tmp_path, database_url, embedder, sync_max_conflicts_per_memory=5) as edge:
+        who = await edge.user()
+        memory = str(uuid.uuid4())
+        await push(edge, who, [change(memory, 10_000, "n_w", content="the winner")])
+        first = [change(memory, v, "n_b", content=f"loser {v}") for v in range(1, 301)]
+        assert (await push(edge, who, first[::-1])).conflicts == 300
+        assert await conflicts_of(edge, who, memory) == [f"loser {v}" for v in range(296, 301)]
+
+        second = [change(memory, v, "n_c", content=f"loser {v}") for v in range(301, 601)]
+        assert (await push(edge, who, second)).conflicts == 300
+        assert await conflicts_of(edge, who, memory) == [f"loser {v}" for v in range(596, 601)], "the older went"
+        late_delete = change(memory, 601, "n_d", "delete", "the winner")
+        assert (await push(edge, who, [late_delete])).conflicts == 1
+        kept = [*(f"loser {v}" for v in range(597, 601)), None]
+        assert await conflicts_of(edge, who, memory) == kept
+        await push(edge, who, [*second[-4:], late_delete])  # the kept ones sent again: recorded already
+        await push(edge, who, [change(memory, 1_000, "n_e", content="the winner")])  # held already
+        assert await conflicts_of(edge, who, memory) == kept
+        [record] = await edge.records(who.user_id)
+        assert record.content == "the winner"
+
+
+async def with_long_history(node: Node, who: Principal, events: int) -> str:
+    """A memory the edge holds, with ``events`` edits in its history before the losers come."""
+    memory = str(uuid.uuid4())
+    await push(node, who, [change(memory, 10_000, "n_w", content="the winner")])
+    async with node.container.db.session() as session:
+        session.add_all(
+            MemoryEvent(memory_id=memory, user_id=who.user_id, event="UPDATE", old_content=f"edit {n}",
+                        new_content=f"edit {n + 1}", actor="an earlier edit")
+            for n in range(events)
+        )  # fmt: skip
+    return memory
+
+
+@contextmanager
+def statements(node: Node) -> Iterator[list[str]]:
+    """The SQL statements the node's database runs meanwhile."""
+    seen: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    engine = node.container.db.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+def losers(memory: str, count: int) -> list[ChangeWire]:
+    return [change(memory, v, "n_b", content=f"loser {v} of {memory}") for v in range(1, count + 1)]
+
+
+@pytest.mark.anyio
+async def test_losers_cost_a_push_the_same_few_statements_however_many_and_however_long_the_history(
+    tmp_path: Path, database_url: str | None, embedder: Any
+) -> None:
+    async with edge_on(tmp_path, database_url, embedder) as edge:
+        who = await edge.user()
+        short, long = await with_long_history(edge, who, 20), await with_long_history(edge, who, 1_000)
+
+        async def cost(memory: str, count: int) -> int:
+            with statements(edge) as seen:
+                assert (await push(edge, who, losers(memory, count))).conflicts == count
+            return len(seen)
+
+        ten = await cost(short, 10)
+        assert ten < 20
+        assert await cost(short, MAX_BATCH) == ten
+        assert await cost(long, MAX_BATCH) == ten
+
+
+@pytest.mark.anyio
+async def test_losers_read_a_memorys_history_once_per_push_not_once_each(
+    tmp_path: Path, fresh_pg_url: str, embedder: Any
+) -> None:
+    async with edge_on(tmp_path, fresh_pg_url, embedder) as edge:
+        who = await edge.user()
+        memory = await with_long_history(edge, who, 1_000)
+        read: list[int] = []
+
+        async def rows_read(session: AsyncSession) -> None:
+            # What PostgreSQL read of memory_events in this transaction, by any scan.
+            query = "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables WHERE relname = :t"
+            read.append((await session.execute(text(query), {"t": "memory_events"})).scalar_one())
+
+        batch = received(edge, losers(memory, MAX_BATCH))
+        result = await edge.sync.applier.apply(who.user_id, batch, pushed=True, finish=rows_read)
+        assert result.conflicts == MAX_BATCH
+        assert read[0] < 10 * (1_000 + MAX_BATCH), "a few reads of the history and the batch, not one per loser"
