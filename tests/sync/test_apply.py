@@ -127,7 +127,7 @@ async def test_a_losing_concurrent_edit_stays_in_history_naming_the_winner(tmp_p
         again = await node.sync.applier.apply(who.user_id, received(node, [earlier, later]))
         assert (again.applied, again.unchanged) == (0, 1)
 
-        history = await node.container.memories.history(who, None, memory)
+        history = (await node.container.memories.history(who, None, memory)).history
         assert [h.event for h in history] == ["ADD", "UPDATE", "CONFLICT"], "the loss is recorded once"
         conflict = history[-1]
         assert conflict.old_content == "edited on c" and conflict.new_content == "edited on b"
@@ -327,7 +327,7 @@ async def test_many_versions_of_a_memory_in_one_batch_write_one_update_and_lose_
         result = await node.sync.applier.apply(who.user_id, received(node, versions[::-1]))
         assert (result.applied, result.unchanged, result.conflicts) == (1, 0, 4)
 
-        history = await node.container.memories.history(who, None, memory)
+        history = (await node.container.memories.history(who, None, memory)).history
         assert [h.event for h in history] == ["ADD", "UPDATE", *["CONFLICT"] * 4]
         assert (history[1].old_content, history[1].new_content) == ("original", "draft 6")
         assert [h.old_content for h in history[2:]] == ["draft 2", "draft 3", "draft 4", "draft 5"]

@@ -89,7 +89,7 @@ async def test_deletes_of_memories_the_edge_never_had_store_nothing_and_do_not_c
 
 async def conflicts_of(node: Node, who: Principal, memory_id: str) -> list[str | None]:
     """The losing texts a memory's history keeps, oldest first."""
-    history = await node.container.memories.history(who, None, memory_id)
+    history = (await node.container.memories.history(who, None, memory_id)).history
     return [h.old_content for h in history if h.event == "CONFLICT"]
 
 
