@@ -116,6 +116,8 @@ class Settings(BaseSettings):
     sync_pull_wait_seconds: float = Field(default=25.0, ge=0, le=60)
     sync_links_poll_seconds: float = Field(default=1.0, gt=0)
     sync_node_name: str | None = None
+    # Losing versions kept per memory as CONFLICT events in its history, the newest; older ones are deleted.
+    sync_max_conflicts_per_memory: int = Field(default=20, ge=0, le=1000)
     # How often an embedded index applies what other instances sharing the database wrote (issue 9b).
     index_follow_seconds: float = Field(default=0.25, gt=0)
 

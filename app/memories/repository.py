@@ -130,12 +130,14 @@ async def tags_of(session: AsyncSession, user_id: str, visibilities: Sequence[st
     return [list(tags or []) for tags in (await session.execute(query)).scalars()]
 
 
-async def history(session: AsyncSession, user_id: str, memory_id: str) -> Sequence[MemoryEvent]:
-    query = (
-        select(MemoryEvent)
-        .where(MemoryEvent.user_id == user_id, MemoryEvent.memory_id == memory_id)
-        .order_by(MemoryEvent.id)
-    )
+async def history(
+    session: AsyncSession, user_id: str, memory_id: str, *, limit: int, after: int | None = None
+) -> Sequence[MemoryEvent]:
+    """At most ``limit`` events of a memory, oldest first, after the event whose id is ``after``."""
+    query = select(MemoryEvent).where(MemoryEvent.user_id == user_id, MemoryEvent.memory_id == memory_id)
+    if after is not None:
+        query = query.where(MemoryEvent.id > after)
+    query = query.order_by(MemoryEvent.id).limit(limit)
     return (await session.execute(query)).scalars().all()
 
 

@@ -14,6 +14,8 @@ from app.accounts.principal import Principal
 from app.container import Container, authenticated
 from app.errors import ValidationFailed
 from app.memories.schemas import (
+    HISTORY_PAGE,
+    MAX_HISTORY_PAGE,
     BatchResponse,
     CreatedMemory,
     HistoryResponse,
@@ -148,13 +150,20 @@ class MemoryController(Controller):
 
     @get(
         "/memories/{memory_id:str}/history",
-        summary="Every ADD, UPDATE and DELETE of a memory, oldest first",
+        summary="A memory's ADD, UPDATE, PROMOTE, DELETE and CONFLICT events, oldest first, a page at a time",
         responses=error_responses(404),
     )
-    async def history(self, memory_id: str, principal: Principal, container: Container) -> HistoryResponse:
-        return HistoryResponse(
-            memory_id=memory_id, history=await container.memories.history(principal, None, memory_id)
-        )
+    async def history(
+        self,
+        memory_id: str,
+        principal: Principal,
+        container: Container,
+        limit: Annotated[int, Parameter(ge=1, le=MAX_HISTORY_PAGE, description="Events per page")] = HISTORY_PAGE,
+        after: Annotated[
+            int | None, Parameter(ge=0, description="The `next` of the previous page: the events after that one")
+        ] = None,
+    ) -> HistoryResponse:
+        return await container.memories.history(principal, None, memory_id, limit=limit, after=after)
 
     @get("/topics", summary="The tags of readable memories with counts", responses=error_responses())
     async def topics(

@@ -162,9 +162,17 @@ class HistoryEntry(BaseModel):
     detail: str | None = Field(default=None, description="What a PROMOTE changed, e.g. 'scope: session -> user'.")
 
 
+# A memory's history comes a page at a time: losing sync versions and edits can make it long.
+HISTORY_PAGE = 100
+MAX_HISTORY_PAGE = 1000
+
+
 class HistoryResponse(BaseModel):
     memory_id: str
     history: list[HistoryEntry]
+    next: int | None = Field(
+        default=None, description="Pass as `after` for the next page of the history; null when this page is its end."
+    )
 
 
 class Topic(BaseModel):

@@ -29,8 +29,11 @@ from app.memories import repository
 from app.memories.engine import IndexedMemory, MemoryEngine
 from app.memories.models import MemoryEvent, MemoryRecord, StoredMemory
 from app.memories.schemas import (
+    HISTORY_PAGE,
+    MAX_HISTORY_PAGE,
     CreatedMemory,
     HistoryEntry,
+    HistoryResponse,
     MemoryIn,
     MemoryOut,
     MemoryPage,
@@ -696,16 +699,26 @@ class MemoryService:
             log.warning("could not restore %d memories to the index", len(records), exc_info=True)
 
     async def history(
-        self, principal: Principal, identity: Identity | None, memory_id: str
-    ) -> builtins.list[HistoryEntry]:
-        """Every change of a memory, oldest first; deleted memories keep theirs."""
+        self,
+        principal: Principal,
+        identity: Identity | None,
+        memory_id: str,
+        *,
+        limit: int = HISTORY_PAGE,
+        after: int | None = None,
+    ) -> HistoryResponse:
+        """A page of a memory's changes, oldest first, after the event ``after``; deleted memories keep theirs."""
+        if not 1 <= limit <= MAX_HISTORY_PAGE:
+            raise ValidationFailed(f"limit must be between 1 and {MAX_HISTORY_PAGE}", field="limit")
         who = resolve_identity(principal, identity, None, None)
         async with self.db.session() as session:
             record = await repository.any_record(session, principal.user_id, memory_id)
             if record is None or (who.is_session and not can_read(who, record.visibility, role=await self._role(who))):
                 raise NotFound(f"no memory {memory_id}")
-            events = await repository.history(session, principal.user_id, memory_id)
-        return [
+            # One more than the page: whether there is a next page, without counting the rest.
+            events = await repository.history(session, principal.user_id, memory_id, limit=limit + 1, after=after)
+        page = events[:limit]
+        entries = [
             HistoryEntry(
                 event=e.event,
                 old_content=e.old_content,
@@ -714,8 +727,9 @@ class MemoryService:
                 created_at=e.created_at,
                 detail=e.detail,
             )
-            for e in events
+            for e in page
         ]
+        return HistoryResponse(memory_id=memory_id, history=entries, next=page[-1].id if len(events) > limit else None)
 
     async def topics(
         self, principal: Principal, identity: Identity | None, *, session: str | None = None, agent: str | None = None

@@ -2,10 +2,24 @@
 
 Versions order by (hlc, origin). A change newer than the memory's version replaces it (a delete leaves a
 tombstone that carries the version, so it beats every older write); an older one loses, and when it brought
-something this memory never held, the loss is recorded in the memory's history with the winner named. The result
+something this memory never held, the loss is recorded in the memory's history with the winner named (the newest
+few per memory, see ``app.sync.history``). Of the versions of one memory in one batch only the newest can win: it
+is applied, and the others lose to it. The result
 depends only on the set of versions received, never on their order, so every node converges. Applied changes are
 appended to the log with the version they carry (never as this node's own), which is how the edge passes a
 node's change on to the others and how a node avoids sending a pulled change back.
+
+A node's push stores nothing for a memory this server never had whose newest version in the batch is a delete
+(counted as ``discarded``): there is nothing to delete, and a tombstone is no memory, so storing it let a push
+write without end past the plan's quota. This keeps the result independent of order, because of how versions
+travel: a sender sends a memory's current version, so over one link a memory's versions only ever arrive newer;
+and a memory reaches other nodes only through the edge, their hub. A memory the edge never had was made and
+deleted on one node before that node pushed it, so no one else holds any version of it, and that node sends none
+older than its delete. (A node linked to several edges relays: an older version of such a memory can reach an
+edge through it, but the relay sends the delete on too once it holds it, and the delete wins here then.) The one
+order it depends on: a push of the memory's older version still in flight when its sender's next push, with the
+delete, lands first, as a retry after a timeout can be on another instance of the edge. Pulled changes (a node
+applying its edge's) keep every tombstone, so a node that relays passes every delete on.
 """
 
 from __future__ import annotations
@@ -14,21 +28,21 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import cast
 
 from sqlalchemy import Table, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import Database, utcnow
+from app.db import Database
 from app.errors import Conflict, Forbidden, MemoryTooLarge, ValidationFailed
 from app.memories.engine import IndexedMemory, MemoryEngine
-from app.memories.models import MemoryEvent, MemoryRecord, NewMemory, StoredMemory
+from app.memories.models import MemoryRecord, NewMemory, StoredMemory
 from app.memories.service import with_context
 from app.quotas.service import Quotas
 from app.sync import hlc as hlc_codec
 from app.sync.changelog import DELETE, UPSERT, ChangeLog, Op
+from app.sync.history import EventRow, Loss, conflict_events, event, insert_events, keep_newest_conflicts
 from app.sync.protocol import Incoming
 from app.text import check_text
 
@@ -43,21 +57,10 @@ class Applied:
     applied: int = 0
     unchanged: int = 0
     conflicts: int = 0
+    # Versions of memories this server never had whose newest in the batch is a delete (a push only): not stored.
+    discarded: int = 0
     # The records this batch changed, as committed.
     changed: list[StoredMemory] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _EventRow:
-    """A history event to insert: a plain row, because building an ORM object per event was a tenth of applying."""
-
-    memory_id: str
-    user_id: str
-    event: str
-    actor: str
-    created_at: datetime
-    old_content: str | None = None
-    new_content: str | None = None
 
 
 @dataclass
@@ -65,11 +68,16 @@ class _Plan:
     changed: dict[str, StoredMemory] = field(default_factory=dict)
     ops: dict[str, Op] = field(default_factory=dict)
     vectors: dict[str, list[float]] = field(default_factory=dict)
-    events: list[_EventRow] = field(default_factory=list)
+    events: list[EventRow] = field(default_factory=list)
+    # Versions that lost, settled once the batch's winners are (see ``app.sync.history``).
+    losses: list[Loss] = field(default_factory=list)
     # Memories this batch creates: inserted in one statement, not through the session (see ``_insert_new``).
     new: list[NewMemory] = field(default_factory=list)
     net_added: int = 0
     result: Applied = field(default_factory=Applied)
+    # A node's push: deletes of memories never held here are discarded (see the module docstring).
+    pushed: bool = False
+    discarded: set[str] = field(default_factory=set)
 
 
 class Applier:
@@ -85,6 +93,7 @@ class Applier:
         max_memory_chars: int,
         max_clock_skew_seconds: float,
         quotas: Quotas | None = None,
+        max_conflicts_per_memory: int = 20,
     ) -> None:
         self.db = db
         self.engine = engine
@@ -92,6 +101,7 @@ class Applier:
         self.max_memory_chars = max_memory_chars
         self.max_skew_ms = int(max_clock_skew_seconds * 1000)
         self.quotas = quotas
+        self.max_conflicts = max_conflicts_per_memory
 
     def check(self, batch: Sequence[Incoming]) -> None:
         """The limits a local write has, and no version from a clock far ahead of ours."""
@@ -116,13 +126,14 @@ class Applier:
         batch: Sequence[Incoming],
         *,
         source: str | None = None,
-        enforce_quota: bool = False,
+        pushed: bool = False,
         finish: Finish | None = None,
     ) -> Applied:
-        """Apply ``batch`` to ``user_id``'s memories, all or nothing; ``source`` names the link it came through."""
+        """Apply ``batch`` to ``user_id``'s memories, all or nothing; ``source`` names the link it came through.
+        ``pushed``: a node pushed it here, so the plan's quota applies and unknown memories' deletes are discarded."""
         self.check(batch)
         async with self.changes.guard(c.memory_id for c in batch):
-            return await self._apply(user_id, batch, source=source, enforce_quota=enforce_quota, finish=finish)
+            return await self._apply(user_id, batch, source=source, pushed=pushed, finish=finish)
 
     async def _apply(
         self,
@@ -130,10 +141,10 @@ class Applier:
         batch: Sequence[Incoming],
         *,
         source: str | None,
-        enforce_quota: bool,
+        pushed: bool,
         finish: Finish | None,
     ) -> Applied:
-        plan = _Plan()
+        plan = _Plan(pushed=pushed)
         before: dict[str, IndexedMemory | None] = {}
         index_touched = False
         try:
@@ -147,9 +158,12 @@ class Applier:
                 before = {mid: None for mid in rows} | {m.id: m for m in held}
                 # Nothing reaches the database before the quota is reserved: it counts what is stored already.
                 with session.no_autoflush:
-                    for change in sorted(batch, key=lambda c: c.version):
-                        await self._one(session, user_id, rows, change, plan)
-                    if enforce_quota and self.quotas is not None and plan.net_added > 0:
+                    for change in _newest_first(batch):
+                        self._one(user_id, rows, change, plan)
+                    losses = await conflict_events(session, user_id, plan.losses, plan.events, self.max_conflicts)
+                    plan.events += losses
+                    conflicted = {e.memory_id for e in losses}
+                    if pushed and self.quotas is not None and plan.net_added > 0:
                         await self.quotas.reserve_memories(session, user_id, plan.net_added)
                 if plan.changed:
                     live = await with_context(session, [r for r in plan.changed.values() if r.deleted_at is None])
@@ -162,7 +176,8 @@ class Applier:
                     try:
                         await _insert_new(session, plan.new)
                         await session.flush()
-                        await _insert_events(session, plan.events)
+                        await insert_events(session, plan.events)
+                        await keep_newest_conflicts(session, user_id, conflicted, self.max_conflicts)
                     except BaseException:
                         await asyncio.wait([indexing])  # its thread cannot be stopped: _restore runs after it
                         raise
@@ -170,7 +185,8 @@ class Applier:
                     records = list(plan.changed.values())
                     await self.changes.append(session, records, [plan.ops[r.id] for r in records], source=source)
                 elif plan.events:
-                    await _insert_events(session, plan.events)
+                    await insert_events(session, plan.events)
+                    await keep_newest_conflicts(session, user_id, conflicted, self.max_conflicts)
                 if finish is not None:
                     await finish(session)
         except IntegrityError as exc:
@@ -187,17 +203,15 @@ class Applier:
         plan.result.changed = list(plan.changed.values())
         return plan.result
 
-    async def _one(
-        self,
-        session: AsyncSession,
-        user_id: str,
-        rows: dict[str, StoredMemory],
-        change: Incoming,
-        plan: _Plan,
-    ) -> None:
+    def _one(self, user_id: str, rows: dict[str, StoredMemory], change: Incoming, plan: _Plan) -> None:
         record = rows.get(change.memory_id)
         wire = change.record
         actor = f"{user_id} via sync from {change.origin}"
+        if record is None and plan.pushed and (change.op == DELETE or change.memory_id in plan.discarded):
+            # Its newest version in the batch (seen first) is a delete: this one or an older one that lost to it.
+            plan.discarded.add(change.memory_id)
+            plan.result.discarded += 1
+            return
         if record is None:
             record = NewMemory(
                 id=change.memory_id,
@@ -218,9 +232,9 @@ class Applier:
             )
             plan.new.append(record)
             rows[change.memory_id] = record
-            event = "DELETE" if change.op == DELETE else "ADD"
+            kind = "DELETE" if change.op == DELETE else "ADD"
             content_field = "old_content" if change.op == DELETE else "new_content"
-            plan.events.append(_event(record, event, actor, **{content_field: wire.content}))
+            plan.events.append(event(record, kind, actor, **{content_field: wire.content}))
             plan.net_added += change.op == UPSERT
             self._changed(plan, record, change)
             return
@@ -230,18 +244,18 @@ class Applier:
             return
         if change.version < current:
             plan.result.conflicts += 1
-            await self._lost(session, record, change, plan)
+            plan.losses.append(Loss(record, change))
             return
         was_live = record.deleted_at is None
         if change.op == DELETE:
             if was_live:
-                plan.events.append(_event(record, "DELETE", actor, old_content=record.content))
+                plan.events.append(event(record, "DELETE", actor, old_content=record.content))
                 plan.net_added -= 1
         elif was_live:
-            update = _event(record, "UPDATE", actor, old_content=record.content, new_content=wire.content)
+            update = event(record, "UPDATE", actor, old_content=record.content, new_content=wire.content)
             plan.events.append(update)
         else:
-            plan.events.append(_event(record, "ADD", actor, new_content=wire.content))
+            plan.events.append(event(record, "ADD", actor, new_content=wire.content))
             plan.net_added += 1
         # The whole record comes from the winning version (a tombstone's too), so the state is the same everywhere.
         record.session = wire.session
@@ -269,28 +283,6 @@ class Applier:
         else:
             plan.vectors.pop(record.id, None)
 
-    async def _lost(self, session: AsyncSession, record: StoredMemory, change: Incoming, plan: _Plan) -> None:
-        """Keep a losing version in the memory's history, naming the winner, unless the memory already held it."""
-        actor = (
-            f"sync: {change.op} {hlc_codec.encode(change.hlc)} from {change.origin} lost to "
-            f"{hlc_codec.encode(record.hlc)} from {record.origin}"
-        )[:200]
-        query = select(MemoryEvent.old_content, MemoryEvent.new_content, MemoryEvent.actor).where(
-            MemoryEvent.memory_id == record.id, MemoryEvent.user_id == record.user_id
-        )
-        seen = (await session.execute(query)).all()
-        pending = [(e.old_content, e.new_content, e.actor) for e in plan.events if e.memory_id == record.id]
-        history = [*seen, *pending]
-        if any(row[2] == actor for row in history):
-            return
-        if change.op == UPSERT:
-            held = {record.content} | {text for row in history for text in row[:2] if text is not None}
-            if change.record.content in held:
-                return
-        winner = None if record.deleted_at is not None else record.content
-        lost = change.record.content if change.op == UPSERT else None
-        plan.events.append(_event(record, "CONFLICT", actor, old_content=lost, new_content=winner))
-
     async def _index(self, live: list[IndexedMemory], plan: _Plan, before: dict[str, IndexedMemory | None]) -> None:
         if self.engine is None:
             return
@@ -315,6 +307,15 @@ class Applier:
             log.warning("could not restore the index after a failed sync batch", exc_info=True)
 
 
+def _newest_first(batch: Sequence[Incoming]) -> list[Incoming]:
+    """Each memory's newest version in the batch (in version order), then the others. Only the newest can win, so
+    the others are settled against what it leaves (they lose, or repeat it): a batch carrying many versions of one
+    memory writes one change of it, not one event with the whole text per version in between."""
+    ordered = sorted(batch, key=lambda c: c.version)
+    newest = {c.memory_id: c for c in ordered}
+    return [c for c in ordered if newest[c.memory_id] is c] + [c for c in ordered if newest[c.memory_id] is not c]
+
+
 async def _rows(session: AsyncSession, ids: Sequence[str]) -> dict[str, StoredMemory]:
     """Every record with one of ``ids``, whoever owns it: the caller refuses a batch that touches another tenant's."""
     if not ids:
@@ -333,22 +334,3 @@ async def _insert_new(session: AsyncSession, records: Sequence[NewMemory]) -> No
     if records:
         rows = [{column: getattr(r, key) for key, column in _RECORD_COLUMNS} for r in records]
         await (await session.connection()).execute(insert(cast(Table, MemoryRecord.__table__)), rows)
-
-
-async def _insert_events(session: AsyncSession, events: Sequence[_EventRow]) -> None:
-    """In one statement (the ORM would insert them one by one to learn their ids, which nothing here needs)."""
-    if events:
-        columns = ("memory_id", "user_id", "event", "old_content", "new_content", "actor", "created_at")
-        table = cast(Table, MemoryEvent.__table__)
-        await (await session.connection()).execute(insert(table), [{c: getattr(e, c) for c in columns} for e in events])
-
-
-def _event(record: StoredMemory, event: str, actor: str, **contents: str | None) -> _EventRow:
-    return _EventRow(
-        memory_id=record.id,
-        user_id=record.user_id,
-        event=event,
-        actor=actor[:200],
-        created_at=utcnow(),
-        **contents,
-    )

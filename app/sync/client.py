@@ -105,6 +105,7 @@ class EdgeSession:
                 applied=sum(p.applied for p in parts),
                 unchanged=sum(p.unchanged for p in parts),
                 conflicts=sum(p.conflicts for p in parts),
+                discarded=sum(p.discarded for p in parts),
             )
         try:
             response = await self._call("POST", "/push", content=body, headers={"Content-Type": "application/json"})

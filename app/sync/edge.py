@@ -48,16 +48,24 @@ class EdgeSync:
     async def push(self, principal: Principal, body: PushIn) -> PushOut:
         """Apply a node's batch to the token's user, in one transaction; a repeated batch changes nothing."""
         batch = [incoming(change, self.engine.model_id, self.dims) for change in body.changes]
-        applied = await self.applier.apply(principal.user_id, batch, enforce_quota=True)
+        applied = await self.applier.apply(principal.user_id, batch, pushed=True)
         if self.recent is not None:
             self.recent.remember(principal.user_id, self.engine.model_id, body.changes, batch, applied.changed)
         await self.peers.seen(principal.user_id, body.node_id, family_id=principal.key_id or "", name=body.name)
         if self.metrics is not None:
-            for outcome, count in (("applied", applied.applied), ("unchanged", applied.unchanged)):
+            for outcome, count in (
+                ("applied", applied.applied),
+                ("unchanged", applied.unchanged),
+                ("conflict", applied.conflicts),
+                ("discarded", applied.discarded),
+            ):
                 self.metrics.received.labels(outcome).inc(count)
-            self.metrics.received.labels("conflict").inc(applied.conflicts)
         return PushOut(
-            accepted=len(batch), applied=applied.applied, unchanged=applied.unchanged, conflicts=applied.conflicts
+            accepted=len(batch),
+            applied=applied.applied,
+            unchanged=applied.unchanged,
+            conflicts=applied.conflicts,
+            discarded=applied.discarded,
         )
 
     async def pull(

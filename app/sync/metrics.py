@@ -38,7 +38,7 @@ class SyncMetrics:
         )
         self.received = Counter(
             "engram_sync_received_changes",
-            "On an edge: changes pushed to it, by outcome (applied, unchanged, conflict).",
+            "On an edge: changes pushed to it, by outcome (applied, unchanged, conflict, discarded).",
             ["outcome"],
             registry=registry,
         )

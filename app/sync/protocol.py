@@ -195,6 +195,12 @@ class PushOut(BaseModel):
     applied: int
     unchanged: int
     conflicts: int
+    # Defaults to 0: an edge from before it answers without it.
+    discarded: int = Field(
+        default=0,
+        description="Changes of memories the edge never had whose newest version in the batch is a delete: "
+        "nothing to delete, nothing stored.",
+    )
 
 
 class PullOut(BaseModel):

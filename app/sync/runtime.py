@@ -58,6 +58,7 @@ async def open_sync(
         max_memory_chars=settings.max_memory_chars,
         max_clock_skew_seconds=settings.sync_max_clock_skew_seconds,
         quotas=quotas,
+        max_conflicts_per_memory=settings.sync_max_conflicts_per_memory,
     )
     metrics = SyncMetrics(registry) if registry is not None else None
     edge = None

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from app.accounts.principal import Principal, scopes_for
+from app.errors import ValidationFailed
+from app.memories.schemas import MAX_HISTORY_PAGE
 from tests.harness import Account, RunningServer, add_key, make_account
 
 
@@ -92,6 +97,48 @@ def test_get_patch_delete_and_history(api: RunningServer) -> None:
     assert [h["event"] for h in history] == ["ADD", "UPDATE", "DELETE"]
     assert history[1]["old_content"] == "Deploys go out on Tuesdays"
     assert history[1]["new_content"] == "Deploys go out on Thursdays"
+
+
+def test_history_comes_a_page_at_a_time_each_event_once_in_order(api: RunningServer) -> None:
+    me = make_account(api)
+    memory_id = _add(api, me, content="draft 0")["id"]
+    with api.client(me.key) as http:
+        for n in range(1, 10):
+            assert http.patch(f"/v1/memories/{memory_id}", json={"content": f"draft {n}"}).status_code == 200
+        assert http.delete(f"/v1/memories/{memory_id}").status_code == 200
+        whole = http.get(f"/v1/memories/{memory_id}/history", params={"limit": 11}).json()
+        pages, after = [], None
+        for _ in range(11):  # a page holds one event at least: more pages than events never end
+            params = {"limit": 3} | ({"after": after} if after is not None else {})
+            page = http.get(f"/v1/memories/{memory_id}/history", params=params).json()
+            pages.append(page["history"])
+            after = page["next"]
+            if after is None:
+                break
+        default = http.get(f"/v1/memories/{memory_id}/history").json()
+    assert [h["event"] for h in whole["history"]] == ["ADD", *["UPDATE"] * 9, "DELETE"] and whole["next"] is None
+    assert [len(p) for p in pages] == [3, 3, 3, 2]
+    assert [h for p in pages for h in p] == whole["history"], "every event once, oldest first"
+    assert [h["new_content"] for h in pages[1]] == ["draft 3", "draft 4", "draft 5"]
+    assert default == whole, "the default page holds 100"
+
+
+def test_history_pages_are_bounded_and_bad_bounds_are_refused(api: RunningServer) -> None:
+    me = make_account(api)
+    memory_id = _add(api, me, content="a memory with a short history")["id"]
+    with api.client(me.key) as http:
+        url = f"/v1/memories/{memory_id}/history"
+        for params in ({"limit": 0}, {"limit": 1001}, {"limit": "all"}, {"after": -1}, {"after": "x"}):
+            refused = http.get(url, params=params)
+            assert refused.status_code in (400, 422), (params, refused.text)
+            assert refused.json()["error"]["message"], refused.text
+        assert http.get(url, params={"limit": 1000}).json()["history"][0]["event"] == "ADD"
+        past_the_end = http.get(url, params={"after": 2**31 - 1}).json()
+    assert past_the_end == {"memory_id": memory_id, "history": [], "next": None}
+    # The service refuses too, for whatever else calls it (MCP, the dashboard).
+    who = Principal(me.user_id, scopes_for("write"), key_id=None, via="test")
+    with pytest.raises(ValidationFailed, match="limit"):
+        api.run(api.container.memories.history(who, None, memory_id, limit=MAX_HISTORY_PAGE + 1))
 
 
 def test_another_tenants_memory_answers_404_like_a_missing_one(api: RunningServer) -> None:

@@ -111,6 +111,10 @@ def test_request_bodies_are_closed_and_names_carry_their_pattern(document: dict[
     for parameter in listing:
         if parameter["name"] in ("session", "agent"):
             assert parameter["schema"]["type"] == "string" and parameter["schema"]["pattern"] == NAME_PATTERN
+    history = {p["name"]: p for p in document["paths"]["/v1/memories/{memory_id}/history"]["get"]["parameters"]}
+    assert (history["limit"]["schema"]["minimum"], history["limit"]["schema"]["maximum"]) == (1, 1000)
+    assert history["limit"]["schema"]["default"] == 100 and history["after"]["in"] == "query"
+    assert "next" in document["components"]["schemas"]["HistoryResponse"]["properties"]
 
 
 @pytest.mark.parametrize(

@@ -127,7 +127,7 @@ async def test_a_losing_concurrent_edit_stays_in_history_naming_the_winner(tmp_p
         again = await node.sync.applier.apply(who.user_id, received(node, [earlier, later]))
         assert (again.applied, again.unchanged) == (0, 1)
 
-        history = await node.container.memories.history(who, None, memory)
+        history = (await node.container.memories.history(who, None, memory)).history
         assert [h.event for h in history] == ["ADD", "UPDATE", "CONFLICT"], "the loss is recorded once"
         conflict = history[-1]
         assert conflict.old_content == "edited on c" and conflict.new_content == "edited on b"
@@ -313,3 +313,24 @@ async def test_a_batch_the_database_refuses_leaves_the_index_as_it_was(tmp_path:
         assert set(indexed) == {kept} and indexed[kept][0].content == "builds on linux"
         found = await node.container.memories.search(who, None, SearchIn(query="builds on windows", limit=5))
         assert [(r.id, r.content) for r in found] == [(kept, "builds on linux")]
+
+
+@pytest.mark.anyio
+async def test_many_versions_of_a_memory_in_one_batch_write_one_update_and_lose_to_the_newest(
+    tmp_path: Path, embedder: Any
+) -> None:
+    async with open_node(node_settings(tmp_path), embedder) as node:
+        who = await node.user()
+        memory = str(uuid.uuid4())
+        await node.sync.applier.apply(who.user_id, received(node, [change(memory, 1, "n_a", content="original")]))
+        versions = [change(memory, v, "n_b", content=f"draft {v}") for v in range(2, 7)]
+        result = await node.sync.applier.apply(who.user_id, received(node, versions[::-1]))
+        assert (result.applied, result.unchanged, result.conflicts) == (1, 0, 4)
+
+        history = (await node.container.memories.history(who, None, memory)).history
+        assert [h.event for h in history] == ["ADD", "UPDATE", *["CONFLICT"] * 4]
+        assert (history[1].old_content, history[1].new_content) == ("original", "draft 6")
+        assert [h.old_content for h in history[2:]] == ["draft 2", "draft 3", "draft 4", "draft 5"]
+        assert all(h.new_content == "draft 6" for h in history[2:])
+        [record] = await node.records(who.user_id)
+        assert record.content == "draft 6"

@@ -69,9 +69,9 @@ def test_pushed_changes_reach_other_nodes_once_however_often_they_are_sent(api: 
     batch = [wire(memory, "the build cache lives in S3"), wire(str(uuid.uuid4()), "a second fact", ms=1)]
     first = push(api, token, batch)
     assert first.status_code == 200, first.text
-    assert first.json() == {"accepted": 2, "applied": 2, "unchanged": 0, "conflicts": 0}
+    assert first.json() == {"accepted": 2, "applied": 2, "unchanged": 0, "conflicts": 0, "discarded": 0}
     again = push(api, token, list(reversed(batch)))  # the reply was lost: sent again, out of order
-    assert again.json() == {"accepted": 2, "applied": 0, "unchanged": 2, "conflicts": 0}
+    assert again.json() == {"accepted": 2, "applied": 0, "unchanged": 2, "conflicts": 0, "discarded": 0}
     with api.client(alice.key) as http:
         assert len(http.get(f"/v1/memories/{memory}/history").json()["history"]) == 1, "applied once"
         results = http.post("/v1/memories/search", json={"query": "where is the build cache"}).json()["results"]
