@@ -47,60 +47,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.accounts import keys as key_material  # noqa: E402
+from bench.memory import WORDS  # noqa: E402
 
 SECRET = "bench-load-secret-" + "x" * 20
 REDIS_URL = "redis://127.0.0.1:6379/0"
-WORDS = tuple(
-    [
-        "deploy",
-        "schema",
-        "cache",
-        "retry",
-        "queue",
-        "token",
-        "index",
-        "parser",
-        "router",
-        "budget",
-        "migration",
-        "test",
-        "build",
-        "release",
-        "branch",
-        "merge",
-        "review",
-        "lint",
-        "docker",
-        "kernel",
-        "socket",
-        "thread",
-        "memory",
-        "agent",
-        "session",
-        "claim",
-        "file",
-        "change",
-        "search",
-        "vector",
-        "tenant",
-        "user",
-        "key",
-        "config",
-        "secret",
-        "proxy",
-        "latency",
-        "refactor",
-        "module",
-        "python",
-        "typescript",
-        "database",
-        "backup",
-        "restore",
-        "monitor",
-        "alert",
-        "incident",
-    ]
-)
 FLOOR_CODE = """
 import sys, time
 sys.path.insert(0, {root!r})
@@ -118,6 +68,7 @@ print(done / (time.perf_counter() - start))
 
 
 def sentence(rng: random.Random) -> str:
+    """Text of the same words as bench/memory.py's, so searches find neighbours among what is stored."""
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 16)))
 
 
