@@ -82,8 +82,8 @@ async def provide_principal(request: Request[Any, Any, Any]) -> Principal:
     api = container.settings.resolved_public_base_url + "/v1"
     principal = await container.authenticator.authenticate(request.headers, resource=api)
     note_user(principal.user_id)
-    await container.quotas.check_request(principal)
-    await admit(request, container.admission, principal, await container.quotas.plan_for(principal.user_id))
+    plan = await container.quotas.check_request(principal)
+    await admit(request, container.admission, principal, plan)
     request.scope.setdefault("state", {})[_PRINCIPAL] = principal
     return principal
 

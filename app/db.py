@@ -19,8 +19,8 @@ from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.orm.exc import StaleDataError
 
 from app.admission.probe import StageProbe
-from app.errors import Conflict, Overloaded, ValidationFailed
-from app.group_commit import GroupCommit, Work
+from app.errors import Overloaded, ValidationFailed
+from app.group_commit import GroupCommit, Work, stale_write
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ class Database:
             except StaleDataError as exc:
                 # A versioned row (a memory) changed between this transaction's read and its write.
                 await session.rollback()
-                raise Conflict("the memory was changed by another request at the same time; retry") from exc
+                raise stale_write() from exc
             except BaseException:
                 await session.rollback()
                 raise

@@ -38,6 +38,11 @@ class _Write(Generic[T]):
     queued_at: float
 
 
+def stale_write() -> Conflict:
+    """A versioned row (a memory) changed between a transaction's read and its write."""
+    return Conflict("the memory was changed by another request at the same time; retry")
+
+
 class GroupCommit:
     """``write(work)`` runs ``work(session)`` in the next group and returns its result once the group committed."""
 
@@ -97,7 +102,7 @@ class GroupCommit:
                         async with session.begin_nested():
                             value = await item.work(session)
                     except StaleDataError as exc:
-                        conflict = Conflict("the memory was changed by another request at the same time; retry")
+                        conflict = stale_write()
                         conflict.__cause__ = exc
                         results.append((item, None, conflict))
                     except Exception as exc:

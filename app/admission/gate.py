@@ -174,6 +174,7 @@ class Admission:
         self.in_flight += 1
         ticket.started = now
         ticket.admitted.set_result(now)
+        self.probe.state(self.in_flight, self._queued, self.limit.current)
 
     def _enqueue(self, state: _Tenant, ticket: Ticket) -> None:
         if not state.queue:

@@ -15,6 +15,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from app.accounts.principal import Principal
 from app.admission.gate import Admission, Ticket
+from app.quotas.plans import Plan
 
 _HELD = "engram.admission"
 STREAM = {"stream": True}
@@ -39,7 +40,7 @@ class ReleaseSlots:
                 admission.leave(ticket)
 
 
-async def admit(request: Request[Any, Any, Any], admission: Admission, principal: Principal, plan: Any) -> None:
+async def admit(request: Request[Any, Any, Any], admission: Admission, principal: Principal, plan: Plan) -> None:
     """Take a slot for this request unless it is a stream; 429/503 with Retry-After when refused."""
     handler = request.scope.get("route_handler")
     if handler is None or handler.opt.get("stream"):
@@ -47,8 +48,6 @@ async def admit(request: Request[Any, Any, Any], admission: Admission, principal
     held: list[tuple[Admission, Ticket]] | None = request.scope.get("state", {}).get(_HELD)
     if held is None:  # an app built without ReleaseSlots (nothing would give the slot back): no admission
         return
-    if any(owner is admission for owner, _ in held):
-        return  # the dependency ran twice for one request (guard and handler): one slot
     kind = f"{request.method} {handler.handler_name}"
     ticket = await admission.enter(principal.user_id, kind, weight=plan.weight, tenant_class=plan.name)
     held.append((admission, ticket))

@@ -21,7 +21,6 @@ from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from app.accounts.principal import Principal
-from app.admission import Ticket
 from app.container import Container
 from app.errors import AppError, Forbidden, NotFound
 from app.identity import Identity, parse_identity
@@ -32,6 +31,7 @@ from app.mcp.live import LiveSessions, Owner
 from app.mcp.server import SESSION_ID_HEADER, build_server
 from app.oauth.resources import mcp_resource
 from app.observability.request_id import note_user
+from app.quotas.plans import Plan
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class McpEndpoint:
             if scope.get("method") == "POST":
                 body = await read_body(receive, self.settings.max_body_bytes)
                 receive = replay(body, receive)
-            caller = await self._admit(scope, headers, container)
+            caller, plan = await self._admit(scope, headers, container)
             session_id = headers.get(SESSION_ID_HEADER)
             if session_id is not None:
                 if self.live.owner(session_id) != _owner(caller):
@@ -141,7 +141,13 @@ class McpEndpoint:
                 self.live.touch(session_id)
             method = check_message(body) if body is not None else None
             # A tool call is work like a REST request; the rest (handshake, listings, streams) never waits.
-            ticket = await self._slot(container, caller) if method == "tools/call" else None
+            ticket = (
+                await container.admission.enter(
+                    caller.principal.user_id, "mcp tools/call", weight=plan.weight, tenant_class=plan.name
+                )
+                if method == "tools/call"
+                else None
+            )
         except AppError as exc:
             await send_error(send, exc, request_id_in(body))
             return
@@ -150,12 +156,6 @@ class McpEndpoint:
         finally:
             if ticket is not None:
                 container.admission.leave(ticket)
-
-    async def _slot(self, container: Container, caller: Caller) -> Ticket:
-        plan = await container.quotas.plan_for(caller.principal.user_id)
-        return await container.admission.enter(
-            caller.principal.user_id, "mcp tools/call", weight=plan.weight, tenant_class=plan.name
-        )
 
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, container: Container, caller: Caller, session_id: str | None
@@ -173,7 +173,7 @@ class McpEndpoint:
 
         await self.manager.handle_request({**scope, SCOPE_KEY: caller}, receive, bind_new_session)  # type: ignore[arg-type]
 
-    async def _admit(self, scope: Scope, headers: dict[str, str], container: Container) -> Caller:
+    async def _admit(self, scope: Scope, headers: dict[str, str], container: Container) -> tuple[Caller, Plan]:
         if not origin_allowed(headers.get("origin"), self.settings.resolved_public_base_url):
             raise Forbidden("this Origin may not use the MCP endpoint")
         client_name, raw_user_id = parse_route(scope)
@@ -183,8 +183,8 @@ class McpEndpoint:
         principal = await container.authenticator.authenticate(headers, resource=resource)
         note_user(principal.user_id)
         _check_owner(principal, identity)
-        await container.quotas.check_request(principal)
-        return Caller(principal=principal, identity=identity, client_name=client_name, container=container)
+        plan = await container.quotas.check_request(principal)
+        return Caller(principal=principal, identity=identity, client_name=client_name, container=container), plan
 
 
 async def _mark_present(container: Container, caller: Caller) -> None:

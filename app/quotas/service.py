@@ -41,15 +41,16 @@ class Quotas:
         self._plan_cache[user_id] = (now, plan)
         return plan
 
-    async def check_request(self, principal: Principal) -> None:
-        """Count one request against the key's and the user's per-minute limits; 429 with Retry-After beyond."""
+    async def check_request(self, principal: Principal) -> Plan:
+        """Count one request against the key's and the user's per-minute limits; 429 with Retry-After beyond.
+        Returns the user's plan."""
         plan = await self.plan_for(principal.user_id)
         limits = [(f"user:{principal.user_id}", plan.requests_per_minute)]
         if principal.key_id is not None:
             limits.insert(0, (f"key:{principal.key_id}", plan.key_requests_per_minute))
         refused = await self.limiter.acquire(limits)
         if refused is None:
-            return
+            return plan
         index, wait = refused
         who = "key" if principal.key_id is not None and index == 0 else "account"
         raise RateLimited(
