@@ -15,6 +15,7 @@ from app.container import Container, authenticated
 from app.errors import ValidationFailed
 from app.memories.schemas import (
     HISTORY_PAGE,
+    MAX_EVENT_ID,
     MAX_HISTORY_PAGE,
     BatchResponse,
     CreatedMemory,
@@ -160,7 +161,8 @@ class MemoryController(Controller):
         container: Container,
         limit: Annotated[int, Parameter(ge=1, le=MAX_HISTORY_PAGE, description="Events per page")] = HISTORY_PAGE,
         after: Annotated[
-            int | None, Parameter(ge=0, description="The `next` of the previous page: the events after that one")
+            int | None,
+            Parameter(ge=0, le=MAX_EVENT_ID, description="The `next` of the previous page: the events after that one"),
         ] = None,
     ) -> HistoryResponse:
         return await container.memories.history(principal, None, memory_id, limit=limit, after=after)

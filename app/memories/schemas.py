@@ -165,6 +165,9 @@ class HistoryEntry(BaseModel):
 # A memory's history comes a page at a time: losing sync versions and edits can make it long.
 HISTORY_PAGE = 100
 MAX_HISTORY_PAGE = 1000
+# The largest event id a database can hold (a signed 64-bit integer): a larger cursor is the caller's mistake, not a
+# value to hand SQLite, whose driver cannot bind it (an OverflowError, a 500).
+MAX_EVENT_ID = 2**63 - 1
 
 
 class HistoryResponse(BaseModel):

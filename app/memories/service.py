@@ -30,6 +30,7 @@ from app.memories.engine import IndexedMemory, MemoryEngine
 from app.memories.models import MemoryEvent, MemoryRecord, StoredMemory
 from app.memories.schemas import (
     HISTORY_PAGE,
+    MAX_EVENT_ID,
     MAX_HISTORY_PAGE,
     CreatedMemory,
     HistoryEntry,
@@ -710,6 +711,8 @@ class MemoryService:
         """A page of a memory's changes, oldest first, after the event ``after``; deleted memories keep theirs."""
         if not 1 <= limit <= MAX_HISTORY_PAGE:
             raise ValidationFailed(f"limit must be between 1 and {MAX_HISTORY_PAGE}", field="limit")
+        if after is not None and not 0 <= after <= MAX_EVENT_ID:
+            raise ValidationFailed(f"after must be an event id between 0 and {MAX_EVENT_ID}", field="after")
         who = resolve_identity(principal, identity, None, None)
         async with self.db.session() as session:
             record = await repository.any_record(session, principal.user_id, memory_id)

@@ -123,12 +123,15 @@ def test_history_comes_a_page_at_a_time_each_event_once_in_order(api: RunningSer
     assert default == whole, "the default page holds 100"
 
 
-def test_history_pages_are_bounded_and_bad_bounds_are_refused(api: RunningServer) -> None:
+@pytest.mark.parametrize("server", ["api", "sqlite_api"])
+def test_history_pages_are_bounded_and_bad_bounds_are_refused(server: str, request: pytest.FixtureRequest) -> None:
+    api: RunningServer = request.getfixturevalue(server)
     me = make_account(api)
     memory_id = _add(api, me, content="a memory with a short history")["id"]
     with api.client(me.key) as http:
         url = f"/v1/memories/{memory_id}/history"
-        for params in ({"limit": 0}, {"limit": 1001}, {"limit": "all"}, {"after": -1}, {"after": "x"}):
+        bad = ({"limit": 0}, {"limit": 1001}, {"limit": "all"}, {"after": -1}, {"after": "x"}, {"after": 2**63})
+        for params in bad:
             refused = http.get(url, params=params)
             assert refused.status_code in (400, 422), (params, refused.text)
             assert refused.json()["error"]["message"], refused.text
@@ -139,6 +142,8 @@ def test_history_pages_are_bounded_and_bad_bounds_are_refused(api: RunningServer
     who = Principal(me.user_id, scopes_for("write"), key_id=None, via="test")
     with pytest.raises(ValidationFailed, match="limit"):
         api.run(api.container.memories.history(who, None, memory_id, limit=MAX_HISTORY_PAGE + 1))
+    with pytest.raises(ValidationFailed, match="after"):
+        api.run(api.container.memories.history(who, None, memory_id, after=2**63))
 
 
 def test_another_tenants_memory_answers_404_like_a_missing_one(api: RunningServer) -> None:
