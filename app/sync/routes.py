@@ -13,6 +13,7 @@ from litestar.params import Parameter
 from pydantic import BaseModel
 
 from app.accounts.principal import Principal
+from app.admission.http import STREAM, admit
 from app.container import Container, container_of
 from app.errors import Forbidden, ServiceUnavailable, Unauthorized
 from app.oauth import resources, scopes
@@ -44,7 +45,10 @@ async def sync_principal(request: Request[Any, Any, Any]) -> Principal:
     if scopes.SYNC not in principal.scopes:
         raise Forbidden("this access token lacks the sync scope", headers=challenge)
     note_user(principal.user_id)
-    await container.quotas.check_request(principal)
+    plan = await container.quotas.check_request(principal)
+    # A push takes a slot like any REST write (503/429 with Retry-After when full); the pull is a long poll, which
+    # never counts as in flight.
+    await admit(request, container.admission, principal, plan)
     request.scope.setdefault("state", {})[_PRINCIPAL] = principal
     return principal
 
@@ -71,6 +75,7 @@ class SyncController(Controller):
 
     @get(
         "/pull",
+        opt=STREAM,
         summary="The changes other origins made, in order, and the next cursor",
         responses={
             200: ResponseSpec(PullOut, generate_examples=False, description="A page of changes and the next cursor")

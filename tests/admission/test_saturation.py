@@ -4,6 +4,8 @@ it refuses stores nothing, what it admits is committed, and a quiet tenant is se
 from __future__ import annotations
 
 import asyncio
+import threading
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,3 +149,32 @@ async def test_mcp_tool_calls_are_refused_in_the_json_rpc_shape(one_at_a_time: R
     others = [o for o in outcomes if not isinstance(o, MCPError)]
     assert not [o for o in others if isinstance(o, BaseException)], others
     assert _stored(server, alice.user_id) == len(others)
+
+
+def test_sync_pushes_take_a_slot_and_long_polls_do_not(one_at_a_time: RunningServer) -> None:
+    from tests.sync.test_protocol import pull, push, token_for, wire
+
+    server = one_at_a_time
+    alice = make_account(server)
+    token = token_for(server, alice.user_id)
+    # A long poll waits for news without a slot: the only slot stays free for the pushes below.
+    waiting: dict[str, httpx.Response] = {}
+    poller = threading.Thread(target=lambda: waiting.setdefault("r", pull(server, token, node="n_waiter", wait=5)))
+    poller.start()
+
+    async def pushes() -> list[httpx.Response]:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as http:
+            batches = [{"node_id": "n_laptop", "changes": [wire(str(uuid.uuid4()), f"pushed {i}")]} for i in range(30)]
+            return list(await asyncio.gather(*(http.post("/sync/v1/push", json=b) for b in batches)))
+
+    responses = asyncio.run(pushes())
+    admitted = [r for r in responses if r.status_code == 200]
+    refused = [r for r in responses if r.status_code != 200]
+    assert admitted and refused, [r.status_code for r in responses]
+    for response in refused:
+        _check_refusal(response)
+    assert _stored(server, alice.user_id) == len(admitted), "a refused push stores nothing"
+    assert push(server, token, [wire(str(uuid.uuid4()), "alone")]).status_code == 200
+    poller.join(timeout=60)
+    assert waiting["r"].status_code == 200
