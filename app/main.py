@@ -91,7 +91,12 @@ async def build_container(
             query_cache_size=settings.query_cache_size,
         )
     )
-    db = Database(settings.resolved_database_url, connections=settings.admission_max_limit, probe=metrics)
+    db = Database(
+        settings.resolved_database_url,
+        connections=settings.admission_max_limit,
+        busy_timeout=settings.database_busy_timeout_seconds,
+        probe=metrics,
+    )
     secret = await resolve_secret_key(db, settings.secret_key, data_dir)
     revocations = Revocations(settings.redis_url)
     db.after_commit.append(revocations.after_commit)

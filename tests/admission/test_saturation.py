@@ -4,7 +4,9 @@ it refuses stores nothing, what it admits is committed, and a quiet tenant is se
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -178,3 +180,41 @@ def test_sync_pushes_take_a_slot_and_long_polls_do_not(one_at_a_time: RunningSer
     assert push(server, token, [wire(str(uuid.uuid4()), "alone")]).status_code == 200
     poller.join(timeout=60)
     assert waiting["r"].status_code == 200
+
+
+@pytest.fixture
+def impatient_database(tmp_path: Any, embedder: object) -> Iterator[RunningServer]:
+    """A server that waits at most 0.2 s for SQLite's write lock."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'engram.db'}"
+    upgrade_to_head(url)
+    with serve(_settings(tmp_path, url, database_busy_timeout_seconds=0.2), embedder=embedder) as server:  # type: ignore[arg-type]
+        yield server
+
+
+def test_a_write_that_cannot_get_the_database_lock_in_time_hears_503_and_stores_nothing(
+    impatient_database: RunningServer, tmp_path: Any
+) -> None:
+    server = impatient_database
+    alice = make_account(server)
+    with server.client(alice.key) as http:
+        kept = http.post("/v1/memories", json={"content": "written before the lock was taken"}).json()
+        # Another process holds the write lock (a stuck writer, a long migration): writes wait 0.2 s, then are told.
+        holder = sqlite3.connect(tmp_path / "engram.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            started = time.monotonic()
+            refused = [
+                http.post("/v1/memories", json={"content": "written while the database is locked"}),
+                http.patch(f"/v1/memories/{kept['id']}", json={"content": "edited while the database is locked"}),
+            ]
+            # Hang-only: each waited 0.2 s for the lock; SQLite's default patience would be 30 s apiece.
+            assert time.monotonic() - started < 20
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        for response in refused:
+            assert response.status_code == 503, response.text
+            _check_refusal(response)
+        assert _stored(server, alice.user_id) == 1, "the refused add left nothing behind"
+        assert http.get(f"/v1/memories/{kept['id']}").json()["content"] == "written before the lock was taken"
+        assert http.post("/v1/memories", json={"content": "written once the lock is free"}).status_code == 201
