@@ -66,7 +66,7 @@ async def purge(conn: AsyncConnection, before: datetime) -> int:
     return int(result.rowcount or 0)
 
 
-class _Cursor:
+class RevocationCursor:
     """Which revocation rows the poll has seen: every id up to ``floor``, and those in ``seen`` above it."""
 
     def __init__(self, floor: int) -> None:
@@ -77,7 +77,7 @@ class _Cursor:
     def take(self, ids: list[int], now: float) -> list[int]:
         """Of the ids read above ``floor``, those not seen before; then move ``floor`` up past every id seen or
         missing for longer than GAP_SECONDS."""
-        new = [i for i in ids if i not in self.seen]
+        new = [i for i in ids if i > self.floor and i not in self.seen]
         self.seen.update(new)
         for i in new:
             self.gaps.pop(i, None)
@@ -185,13 +185,13 @@ class Revocations:
     async def _follow_database(self) -> None:
         """Fire for every revocation row committed since this server started, wherever it was written."""
         assert self._db is not None
-        cursor: _Cursor | None = None
+        cursor: RevocationCursor | None = None
         while True:
             try:
                 if cursor is None:
                     async with self._db.engine.connect() as conn:
                         top = (await conn.execute(select(func.max(CredentialRevocation.id)))).scalar()
-                    cursor = _Cursor(int(top or 0))
+                    cursor = RevocationCursor(int(top or 0))
                 rows = await self._read_since(cursor.floor)
                 users = dict(rows)
                 for row_id in cursor.take(list(users), time.monotonic()):

@@ -212,3 +212,20 @@ def test_a_memory_written_after_the_revocation_never_reaches_a_waiting_pull(unpo
     assert written.status_code == 201, written.text
     answer = pull.refused_within(revoked, WITHIN)
     assert "written after the revocation" not in answer.text
+
+
+def test_a_waiting_sync_pull_is_refused_at_once_when_revoked_in_process(unpolled: Installation) -> None:
+    """As the dashboard's Cut off does: announced in the server's own process, with no Redis and no poll to help."""
+    from app.oauth import machine_clients
+
+    server = unpolled.server
+    me = make_account(server)
+    client = make_sync_client(server, me.user_id)
+    pull = WaitingPull(server, sync_token(server, client).json()["access_token"])
+
+    async def revoke() -> None:
+        async with server.container.db.session() as session:
+            await machine_clients.revoke(session, client["client_id"])
+
+    server.run(revoke())
+    pull.refused_within(time.monotonic(), WITHIN)
