@@ -98,7 +98,7 @@ async def build_container(
         probe=metrics,
     )
     secret = await resolve_secret_key(db, settings.secret_key, data_dir)
-    revocations = Revocations(settings.redis_url)
+    revocations = Revocations(settings.redis_url, db, poll_seconds=settings.revocation_poll_seconds)
     db.after_commit.append(revocations.after_commit)
     breaker = (
         RedisBreaker(settings.redis_url, on_change=lambda down: metrics.redis_up.set(0 if down else 1))

@@ -73,6 +73,9 @@ class Settings(BaseSettings):
 
     # Live streams (SSE, MCP push) outlive the request that opened them: how often they re-check its credential.
     stream_recheck_seconds: float = 15.0
+    # How often each server reads the database for revocations made in other processes (the CLI of an embedded
+    # install, an instance Redis did not reach): one indexed read per interval, whatever the number of streams.
+    revocation_poll_seconds: float = Field(default=0.5, gt=0)
 
     # Quotas: a plan per user (users.plan); signups get default_plan. Override with JSON, e.g.
     # ENGRAM_PLANS='{"free": {"requests_per_minute": 600, "key_requests_per_minute": 300, "max_memories": 10000}}'.
