@@ -1,7 +1,9 @@
-"""The engram command, run as a user would run it."""
+"""The engram command, run as a user would run it: the installed entry point, from a folder outside the checkout,
+with HOME in a temporary folder."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -17,8 +20,10 @@ import pytest
 ENGRAM = str(Path(sys.executable).with_name("engram"))
 
 
-def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ENGRAM, *args], env=env, capture_output=True, text=True, timeout=120)
+def _run(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``engram *args``, from ``cwd`` (default: the temporary HOME, outside the checkout and its engram.toml)."""
+    where = cwd or env["HOME"]
+    return subprocess.run([ENGRAM, *args], env=env, cwd=where, capture_output=True, text=True, timeout=120)
 
 
 @contextmanager
@@ -27,7 +32,9 @@ def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(prefix="serve-", suffix=".log", dir=env["ENGRAM_DATA_DIR"])
     log = Path(name)
     with os.fdopen(fd, "wb") as sink:
-        proc = subprocess.Popen([ENGRAM, "serve", *args], env=env, stdout=subprocess.DEVNULL, stderr=sink)
+        proc = subprocess.Popen(
+            [ENGRAM, "serve", *args], env=env, cwd=env["HOME"], stdout=subprocess.DEVNULL, stderr=sink
+        )
     try:
         deadline = time.monotonic() + 180  # a loaded 2-core machine starts a server slowly
         while True:
@@ -45,13 +52,24 @@ def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
         proc.wait(timeout=30)
 
 
-def _env(tmp_path: Path, database_url: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env["ENGRAM_DATA_DIR"] = str(tmp_path)
+def _env(tmp_path: Path, database_url: str | None = None, *, data_dir: bool = True) -> dict[str, str]:
+    """The environment of a user: ENGRAM_DATA_DIR=tmp_path (unless ``data_dir`` is False), HOME=tmp_path/home."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "XDG_"))}
+    home = tmp_path / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(home)
+    if data_dir:
+        env["ENGRAM_DATA_DIR"] = str(tmp_path)
     env["MEM0_TELEMETRY"] = "False"
     if database_url:
         env["ENGRAM_DATABASE_URL"] = database_url
     return env
+
+
+def _json_lines(stdout: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in stdout.splitlines()]
+    assert all(isinstance(row, dict) for row in rows), stdout
+    return rows
 
 
 def _exercise(env: dict[str, str]) -> None:
@@ -72,15 +90,15 @@ def _exercise(env: dict[str, str]) -> None:
 
     listing = _run(env, "keys", "list", user_id)
     assert listing.returncode == 0
-    line = next(line for line in listing.stdout.splitlines() if "laptop" in line)
-    assert "read" in line and "active" in line and key not in listing.stdout
-    key_id = line.split()[0]
+    (laptop,) = [row for row in _json_lines(listing.stdout) if row["name"] == "laptop"]
+    assert (laptop["scope"], laptop["status"], laptop["last_used_at"]) == ("read", "active", None)
+    assert key not in listing.stdout and key.startswith(laptop["prefix"].rstrip("…"))
+    key_id = laptop["id"]
 
     revoked = _run(env, "keys", "revoke", key_id)
     assert revoked.returncode == 0
-    assert "revoked" in next(
-        line for line in _run(env, "keys", "list", user_id).stdout.splitlines() if "laptop" in line
-    )
+    (laptop,) = [row for row in _json_lines(_run(env, "keys", "list", user_id).stdout) if row["name"] == "laptop"]
+    assert laptop["status"] == "revoked" and laptop["revoked_at"] is not None
 
     assert _run(env, "keys", "create", "u_nobody").returncode == 1
     assert _run(env, "keys", "revoke", "key_nobody").returncode == 1

@@ -15,11 +15,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redis.asyncio import Redis
-
-from app.redis_breaker import UNAVAILABLE
+if TYPE_CHECKING:  # loaded only where Redis is configured: a CLI command on an embedded install never needs it
+    from redis.asyncio import Redis
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,11 @@ class Revocations:
     """Announces users whose credentials were revoked; streams watch their user."""
 
     def __init__(self, redis_url: str | None = None) -> None:
-        self._redis = Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2) if redis_url else None
+        self._redis: Redis | None = None
+        if redis_url:
+            from redis.asyncio import Redis
+
+            self._redis = Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
         self._watchers: dict[str, set[asyncio.Event]] = {}
         self._listeners: list[Callable[[str], None]] = []
         self._task: asyncio.Task[None] | None = None
@@ -83,6 +86,8 @@ class Revocations:
             self._fire(user_id)
         if self._redis is None or not user_ids:
             return
+        from app.redis_breaker import UNAVAILABLE
+
         try:
             for user_id in user_ids:
                 await self._redis.publish(CHANNEL, user_id)
