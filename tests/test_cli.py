@@ -230,7 +230,11 @@ def test_serve_on_a_database_never_migrated_says_to_migrate_first(tmp_path: Path
 
 # --- where the data is, and what the command says when it cannot open it -------------------------------------------
 
-HEAD = "0040_document_chunking"
+
+def _head() -> str:
+    from app.migrate import head_revision
+
+    return head_revision("sqlite+aiosqlite://")
 
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -255,10 +259,10 @@ def test_without_configuration_the_data_is_per_user_and_a_missing_database_is_on
     assert first.returncode == 0 and first.stdout == ""
     assert first.stderr == (
         f"migrated the database in {default} (the data directory, from the per-user default) "
-        f"from an empty database to {HEAD}, the newest revision\n"
+        f"from an empty database to {_head()}, the newest revision\n"
     )
     again = _run(env, "migrate")
-    assert again.stderr.endswith(f"is already at the newest revision, {HEAD}\n")
+    assert again.stderr.endswith(f"is already at the newest revision, {_head()}\n")
 
     user = _run(env, "users", "create", "far@example.test").stdout.strip()
     elsewhere = tmp_path / "elsewhere"
@@ -334,7 +338,7 @@ def test_a_postgres_database_never_migrated_says_to_migrate(tmp_path: Path, pg_s
         )
         migrated = _run(env, "migrate")
         assert migrated.stderr == (
-            f"migrated the database at postgresql+asyncpg://{pg_server}/{name} from an empty database to {HEAD}, "
+            f"migrated the database at postgresql+asyncpg://{pg_server}/{name} from an empty database to {_head()}, "
             "the newest revision\n"
         )
         assert _run(env, "users", "list").returncode == 0

@@ -139,7 +139,7 @@ def _remove(args: argparse.Namespace, settings: Settings) -> int:
     if project["files"]:
         print(
             f"its {project['files']} indexed files ({project['chunks']} memories) stay in session {project['name']}; "
-            "DELETE /v1/sessions/{session}/documents?path=... removes them",
+            f"DELETE /v1/sessions/{project['name']}/documents?path=... removes them",
             file=sys.stderr,
         )
     return 0
