@@ -27,12 +27,22 @@ def choose_another(settings: Settings) -> str:
 
 
 def missing_database(settings: Settings) -> str | None:
-    """An embedded database that does not exist yet, said before anything tries (and fails) to open it."""
-    if settings.database_url or (settings.data_dir / "engram.db").exists():
+    """An embedded database that is missing or cannot be opened, said before the async driver tries: its worker
+    thread, failing after the event loop has closed, would print tracebacks of its own."""
+    if settings.database_url:
         return None
-    return f"no database in {settings.data_dir} (the data directory, from {settings.data_dir_origin()}): " + (
-        f"run `engram migrate` to make one there, or {choose_another(settings)}"
-    )
+    path = settings.data_dir / "engram.db"
+    if not path.exists():
+        return f"no database in {settings.data_dir} (the data directory, from {settings.data_dir_origin()}): " + (
+            f"run `engram migrate` to make one there, or {choose_another(settings)}"
+        )
+    import sqlite3
+
+    try:
+        sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True).close()
+    except sqlite3.Error as exc:
+        return f"cannot use {database_place(settings)}: {exc}; {choose_another(settings)}"
+    return None
 
 
 def database_problem(exc: BaseException, settings: Settings) -> str | None:

@@ -53,9 +53,10 @@ def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
 
 
 def _env(tmp_path: Path, database_url: str | None = None, *, data_dir: bool = True) -> dict[str, str]:
-    """The environment of a user: ENGRAM_DATA_DIR=tmp_path (unless ``data_dir`` is False), HOME=tmp_path/home."""
+    """The environment of a user: ENGRAM_DATA_DIR=tmp_path (unless ``data_dir`` is False), and a HOME of its own
+    beside it (tmp_path-home), which is where commands run unless told otherwise."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "XDG_"))}
-    home = tmp_path / "home"
+    home = tmp_path.with_name(tmp_path.name + "-home")
     home.mkdir(parents=True, exist_ok=True)
     env["HOME"] = str(home)
     if data_dir:
@@ -246,7 +247,7 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
 
 def test_without_configuration_the_data_is_per_user_and_a_missing_database_is_one_line(tmp_path: Path) -> None:
     env = _env(tmp_path, data_dir=False)
-    default = tmp_path / "home" / ".local" / "share" / "engram"
+    default = Path(env["HOME"]) / ".local" / "share" / "engram"
 
     missing = _one_line(_run(env, "users", "list"))
     assert missing == (
@@ -274,7 +275,7 @@ def test_without_configuration_the_data_is_per_user_and_a_missing_database_is_on
 
 def test_a_config_file_chooses_the_data_and_the_environment_wins(tmp_path: Path) -> None:
     env = _env(tmp_path, data_dir=False)
-    config = tmp_path / "home" / ".config" / "engram"
+    config = Path(env["HOME"]) / ".config" / "engram"
     config.mkdir(parents=True)
     (config / "engram.toml").write_text(f'data_dir = "{tmp_path / "from-home-config"}"\n')
     here = tmp_path / "project"
