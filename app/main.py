@@ -20,8 +20,8 @@ from litestar.openapi.spec import Components, SecurityScheme
 from app.accounts.auth import Authenticator
 from app.accounts.revocations import Revocations
 from app.accounts.secret import resolve_secret_key
-from app.admission import Admission, AdmissionConfig
 from app.admission.batching import BatchingEmbedder
+from app.admission.gate import Admission, AdmissionConfig
 from app.admission.http import ReleaseSlots
 from app.client_address import TrustedProxies, parse_networks
 from app.container import Container, provide_container, provide_principal

@@ -21,15 +21,16 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redis.asyncio import Redis
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.accounts.models import CredentialRevocation
 from app.db import Database
-from app.redis_breaker import UNAVAILABLE
+
+if TYPE_CHECKING:  # loaded only where Redis is configured: a CLI command on an embedded install never needs it
+    from redis.asyncio import Redis
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,11 @@ class Revocations:
 
     def __init__(self, redis_url: str | None = None, db: Database | None = None, *, poll_seconds: float = 0.5) -> None:
         """``db``: poll it for revocations made by other processes (a server passes it; the CLI does not)."""
-        self._redis = Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2) if redis_url else None
+        self._redis: Redis | None = None
+        if redis_url:
+            from redis.asyncio import Redis
+
+            self._redis = Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
         self._db = db
         self._poll_seconds = poll_seconds
         self._watchers: dict[str, set[asyncio.Event]] = {}
@@ -140,6 +145,8 @@ class Revocations:
             self._fire(user_id)
         if self._redis is None or not user_ids:
             return
+        from app.redis_breaker import UNAVAILABLE
+
         try:
             for user_id in user_ids:
                 await self._redis.publish(CHANNEL, user_id)
