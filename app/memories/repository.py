@@ -37,6 +37,7 @@ async def page(
     limit: int,
     after: tuple[datetime, str] | None,
     scope: str | None = None,
+    end_user: str | None = None,
 ) -> Sequence[MemoryRecord]:
     """Newest first; ``after`` is the (created_at, id) of the last row of the previous page.
 
@@ -46,6 +47,8 @@ async def page(
         query = query.where(MemoryRecord.visibility.in_(visibilities))
     if scope is not None:
         query = query.where(MemoryRecord.scope == scope)
+    if end_user is not None:
+        query = query.where(MemoryRecord.end_user == end_user)
     if after is not None:
         created_at, last_id = after
         query = query.where(
