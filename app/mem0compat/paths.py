@@ -1,9 +1,9 @@
 """Tell Mem0's calls from Engram's on the paths both APIs use.
 
-Engram's REST has ``/v1/memories``, ``/v1/memories/{id}`` and ``/v1/memories/{id}/history``; Mem0's client calls
-the same paths (with other methods too) with a trailing slash and ``Authorization: Token``, and wants Mem0's shapes back. Routing ignores a
-trailing slash, so this wrapper, before routing, moves such a call to the Mem0 routes' own prefix. Engram's callers
-(no trailing slash, Bearer or X-API-Key) reach Engram's routes exactly as before.
+Engram's REST has ``/v1/memories``, ``/v1/memories/{id}`` and ``/v1/memories/{id}/history``; Mem0's client calls the
+same paths (with other methods too) with a trailing slash and ``Authorization: Token``, and wants Mem0's shapes back.
+Routing ignores a trailing slash, so this wrapper, before routing, moves such a call to the Mem0 routes' own prefix.
+Engram's callers (no trailing slash, Bearer or X-API-Key) reach Engram's routes exactly as before.
 """
 
 from __future__ import annotations
