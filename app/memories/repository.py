@@ -197,3 +197,12 @@ async def previous_content(
         .limit(1)
     )
     return (await session.execute(query)).scalar_one_or_none()
+
+
+async def existing_ids(session: AsyncSession, ids: Sequence[str]) -> dict[str, str]:
+    """Which of ``ids`` any memory row has (live or deleted, of any tenant), with the tenant that holds it: ids are
+    global, so an import must know an id is taken even where it cannot read it."""
+    if not ids:
+        return {}
+    rows = await session.execute(select(MemoryRecord.id, MemoryRecord.user_id).where(MemoryRecord.id.in_(list(ids))))
+    return {memory_id: user_id for memory_id, user_id in rows.all()}

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.principal import Principal
 from app.db import Database, utcnow
-from app.errors import MemoryTooLarge, NotFound, PayloadTooLarge, ValidationFailed
+from app.errors import Conflict, MemoryTooLarge, NotFound, PayloadTooLarge, ValidationFailed
 from app.identity import Identity
 from app.memories import repository
 from app.memories.engine import IndexedMemory, MemoryEngine
@@ -757,6 +757,49 @@ class MemoryService:
             tag_lists = await repository.tags_of(db_session, principal.user_id, keys)
         counts = Counter(tag for tags in tag_lists for tag in tags)
         return [Topic(tag=tag, count=count) for tag, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+    async def import_records(
+        self, principal: Principal, records: Sequence[MemoryRecord]
+    ) -> tuple[builtins.list[str], builtins.list[str]]:
+        """Store memories that keep the ids and times they had elsewhere (an import), all or none; the text is embedded
+        again with this server's model. Returns (stored ids, ids passed over because this account has them already);
+        an id another account holds is refused."""
+        principal.require_write()
+        for record in records:
+            if record.user_id != principal.user_id:
+                raise ValidationFailed("an import writes only into the importing account")
+            self._check_fields(record.content, record.tags, record.metadata_)
+        async with self.db.session() as session:
+            present = await repository.existing_ids(session, [r.id for r in records])
+        taken = sorted(i for i, owner in present.items() if owner != principal.user_id)
+        if taken:
+            raise Conflict(f"memory id {taken[0]} belongs to another account", ids=taken)
+        fresh = [r for r in records if r.id not in present]
+        if not fresh:
+            return [], [r.id for r in records]
+        if self.quotas is not None:
+            await self.quotas.check_memories(principal.user_id, len(fresh))
+        try:
+            async with self.db.session() as session:
+                await self.engine.upsert(await with_context(session, fresh))
+
+            async def store(session: AsyncSession) -> None:
+                if self.quotas is not None:
+                    await self.quotas.reserve_memories(session, principal.user_id, len(fresh))
+                self._stamp(fresh)
+                session.add_all(fresh)
+                await session.flush()
+                _log_added(session, principal, fresh)
+                await self._log(session, fresh, "upsert")
+
+            await self.db.write(store)
+        except BaseException:
+            await self._purge_quietly([r.id for r in fresh])
+            raise
+        self._committed()
+        if self.metrics is not None:
+            self.metrics.memories_added.inc(len(fresh))
+        return [r.id for r in fresh], [r.id for r in records if r.id in present]
 
     async def reindex(self) -> int:
         """Rebuild the whole vector index from the database."""
