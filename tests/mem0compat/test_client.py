@@ -274,3 +274,30 @@ async def test_the_async_client_runs_the_same_calls(api: RunningServer, account:
     with pytest.raises(MemoryNotFoundError):
         await mem0.get(memory_id)
     await mem0.async_client.aclose()
+
+
+def test_infer_uses_the_configured_llm(
+    pg_database_url: str, embedder: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Mem0's default (infer on) goes through Engram's LLM path when one is configured; the LLM is the one test
+    double of the memory tests (tests/memories/test_infer.py's FakeOpenAI, a real HTTP server)."""
+    from tests.memories.test_infer import FACTS, FakeOpenAI
+
+    with FakeOpenAI() as llm:
+        settings = _settings(
+            tmp_path_factory.mktemp("mem0-infer"), pg_database_url, llm_base_url=llm.base_url, llm_api_key="sk-test"
+        )
+        with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
+            account = make_account(server)
+            mem0 = MemoryClient(api_key=account.key, host=server.base_url)
+            conversation = [
+                {"role": "user", "content": "I just moved to Lisbon"},
+                {"role": "assistant", "content": "Welcome! Coffee?"},
+                {"role": "user", "content": "A flat white, always"},
+            ]
+            added = mem0.add(conversation, user_id="eve")
+            assert sorted(r["memory"] for r in added["results"]) == sorted(FACTS)
+            assert {r["user_id"] for r in added["results"]} == {"eve"}
+            assert len(llm.requests) == 1 and "flat white" in json.dumps(llm.requests[0]["body"])
+            assert mem0.get_all(filters={"user_id": "eve"})["count"] == len(FACTS)
+            mem0.client.close()
