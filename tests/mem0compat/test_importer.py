@@ -183,3 +183,38 @@ def test_the_command_imports_a_file_once(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "--api-key" in missing.stderr
     unknown = engram("import", "--from", "mem0", str(source), "--user", "u_nobody")
     assert unknown.returncode == 1 and "no Engram user u_nobody" in unknown.stderr
+
+
+def test_a_terminal_shows_a_progress_bar(tmp_path: Path) -> None:
+    import pty
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update(ENGRAM_DATA_DIR=str(tmp_path / "data"), MEM0_TELEMETRY="False")
+    subprocess.run([ENGRAM, "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    user_id = subprocess.run(
+        [ENGRAM, "users", "create", "bar@example.test"], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    source = tmp_path / "mem0.jsonl"
+    source.write_text("\n".join(json.dumps(_memory(f"fact {i}")) for i in range(5)))
+    leader, follower = pty.openpty()
+    with subprocess.Popen(
+        [ENGRAM, "import", "--from", "mem0", str(source), "--user", user_id, "--batch-size", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        text=True,
+    ) as proc:
+        os.close(follower)
+        stdout, _ = proc.communicate(timeout=300)
+        screen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            screen += chunk
+        os.close(leader)
+    assert proc.returncode == 0 and stdout.splitlines() == ["imported 5, skipped 0 (already present), refused 0"]
+    assert b"importing [" in screen and b"2/5" in screen and b"5/5" in screen
