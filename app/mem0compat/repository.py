@@ -26,3 +26,10 @@ async def live_records(
         query = query.where(_COLUMNS[field].in_(list(names)))
     query = query.order_by(MemoryRecord.created_at.desc(), MemoryRecord.id.desc())
     return (await session.execute(query)).scalars().all()
+
+
+async def ever_named(session: AsyncSession, user_id: str, field: str, name: str) -> bool:
+    """Whether any memory of the tenant, live or deleted, names this end user, session or agent: an entity whose
+    memories are all gone still exists for Mem0 (deleting it again is no error)."""
+    query = select(MemoryRecord.id).where(MemoryRecord.user_id == user_id, _COLUMNS[field] == name).limit(1)
+    return (await session.execute(query)).first() is not None

@@ -19,7 +19,7 @@ from app.errors import AppError, NotFound, NotSupported, ValidationFailed
 from app.identity import Identity, validate_name
 from app.mem0compat import filters as mem0_filters
 from app.mem0compat.mapping import APP_ID_KEY, split_metadata, to_mem0
-from app.mem0compat.repository import live_records
+from app.mem0compat.repository import ever_named, live_records
 from app.memories.schemas import MAX_END_USER, MemoryIn, MemoryPatch, SearchIn
 from app.memories.scopes import readable_keys
 from app.memories.service import MemoryService, resolve_identity, to_out
@@ -374,9 +374,16 @@ class Mem0Service:
         key = {"user": "user_id", "agent": "agent_id", "app": "app_id", "run": "run_id"}.get(kind)
         if key is None:
             raise ValidationFailed("entity type must be user, agent, app or run", field="type")
-        if not await self.delete_matching(principal, {key: name}):
-            raise NotFound(f"no {kind} {name!r} has memories")
+        if not await self.delete_matching(principal, {key: name}) and not await self._ever_named(principal, kind, name):
+            raise NotFound(f"no {kind} {name!r}")
         return {"message": "Entity deleted successfully!"}
+
+    async def _ever_named(self, principal: Principal, kind: str, name: str) -> bool:
+        if kind == "app":  # kept in metadata: no column to ask, so an app without live memories is gone
+            return False
+        field = mem0_filters.ENTITY_FIELDS[{"user": "user_id", "agent": "agent_id", "run": "run_id"}[kind]]
+        async with self.db.session() as session:
+            return await ever_named(session, principal.user_id, field, name)
 
     async def create_export(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
         """Accept an export: it is computed when read, so its id carries the request (nothing is kept)."""

@@ -186,6 +186,18 @@ def test_entities_and_their_deletion(client: MemoryClient) -> None:
         client.delete_all()  # naming no entity deletes nothing
 
 
+def test_reset_deletes_every_entity_and_its_memories(
+    api: RunningServer, account: Account, client: MemoryClient
+) -> None:
+    _add(client, "r1", user_id="reset-a", run_id="r-1")
+    _add(client, "r2", agent_id="reset-agent")
+    with api.client(account.key) as http:  # a memory naming no entity is no entity's: reset leaves it
+        plain = http.post("/v1/memories", json={"content": "the account's own note"}).json()["id"]
+    assert client.reset()["message"]
+    assert client.users()["results"] == []
+    assert [m["id"] for m in client.get_all()["results"]] == [plain]
+
+
 def test_exports_fill_memory_fields_without_an_llm(client: MemoryClient) -> None:
     _add(client, "Exported fact", user_id="exp")
     _add(client, "Someone else's", user_id="other")
