@@ -429,6 +429,7 @@ class MemoryService:
         memories whose end_user, session or agent field is one of the names given (the Mem0 routes' filters)."""
         who = resolve_identity(principal, identity, request.session, request.agent)
         visibilities = await self._visible_keys(principal, who, scope, owner_view)
+        narrowed = _entities(entities, request.end_user)
         hits = await self.engine.search(
             user_id=principal.user_id,
             query=request.query,
@@ -438,7 +439,7 @@ class MemoryService:
             threshold=self.limits.search_threshold if request.threshold is None else request.threshold,
             tags=list(request.tags) if request.tags else None,
             metadata=request.metadata,
-            entities=_entities(entities, request.end_user),
+            entities=narrowed,
         )
         results: list[SearchResult] = []
         for hit in hits:
@@ -449,6 +450,9 @@ class MemoryService:
                 visibilities is not None and memory.visibility not in visibilities
             ):
                 log.error("index returned memory %s outside the caller's view; skipped", hit.id)
+                continue
+            if narrowed is not None and any(getattr(memory, f) not in names for f, names in narrowed.items()):
+                log.error("index returned memory %s outside the entities asked for; skipped", hit.id)
                 continue
             if len(results) == request.limit:
                 break
