@@ -316,6 +316,7 @@ class Mem0Service:
             memory_id = item.get("memory_id")
             if not isinstance(memory_id, str):
                 raise ValidationFailed("each memory needs a memory_id", field="memories")
+            await self.memories.get(principal, None, memory_id)  # a missing id changes nothing
             patches.append((memory_id, await self._patch(principal, memory_id, item)))
         for memory_id, patch in patches:
             await self.memories.update(principal, None, memory_id, patch)

@@ -162,6 +162,9 @@ def test_batch_update_and_batch_delete(client: MemoryClient) -> None:
     ids = [_add(client, f"batch fact {i}", user_id="batcher")["id"] for i in range(3)]
     client.batch_update([{"memory_id": ids[0], "text": "changed 0"}, {"memory_id": ids[1], "text": "changed 1"}])
     assert [client.get(i)["memory"] for i in ids] == ["changed 0", "changed 1", "batch fact 2"]
+    with pytest.raises(MemoryNotFoundError):  # one unknown id: nothing is updated
+        client.batch_update([{"memory_id": ids[2], "text": "lost"}, {"memory_id": str(uuid.uuid4()), "text": "x"}])
+    assert client.get(ids[2])["memory"] == "batch fact 2"
     with pytest.raises(MemoryNotFoundError):  # one unknown id: nothing is deleted
         client.batch_delete([{"memory_id": ids[0]}, {"memory_id": str(uuid.uuid4())}])
     assert client.get_all(filters={"user_id": "batcher"})["count"] == 3
