@@ -34,6 +34,8 @@ from app.http_errors import EXCEPTION_HANDLERS
 from app.json_body import JsonRequest
 from app.mcp import McpEndpoint
 from app.mcp.endpoint import MOUNT as MCP_MOUNT
+from app.mem0compat.paths import Mem0Paths
+from app.mem0compat.routes import mem0_router
 from app.memories.embedder import Embedder, OnnxMiniLMEmbedder
 from app.memories.engine import MemoryEngine
 from app.memories.routes import MemoryController
@@ -234,6 +236,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             static_files,
             mcp.route,
             oauth_router,
+            mem0_router,
         ],
         dependencies=dependencies,
         exception_handlers=html_for_browsers(EXCEPTION_HANDLERS),
@@ -265,7 +268,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         logging_config=None,
         debug=False,
     )
-    app.asgi_handler = ReleaseSlots(app.asgi_handler)
+    app.asgi_handler = ReleaseSlots(Mem0Paths(app.asgi_handler))
     install_observability(app, metrics, {MCP_MOUNT: MCP_MOUNT + "/{client_name}/{user_id}"})
     # Outermost: every layer below (logs, limits, handlers) sees the client the trusted proxy named.
     app.asgi_handler = TrustedProxies(

@@ -37,6 +37,7 @@ async def page(
     limit: int,
     after: tuple[datetime, str] | None,
     scope: str | None = None,
+    end_user: str | None = None,
 ) -> Sequence[MemoryRecord]:
     """Newest first; ``after`` is the (created_at, id) of the last row of the previous page.
 
@@ -46,6 +47,8 @@ async def page(
         query = query.where(MemoryRecord.visibility.in_(visibilities))
     if scope is not None:
         query = query.where(MemoryRecord.scope == scope)
+    if end_user is not None:
+        query = query.where(MemoryRecord.end_user == end_user)
     if after is not None:
         created_at, last_id = after
         query = query.where(
@@ -194,3 +197,12 @@ async def previous_content(
         .limit(1)
     )
     return (await session.execute(query)).scalar_one_or_none()
+
+
+async def existing_ids(session: AsyncSession, ids: Sequence[str]) -> dict[str, str]:
+    """Which of ``ids`` any memory row has (live or deleted, of any tenant), with the tenant that holds it: ids are
+    global, so an import must know an id is taken even where it cannot read it."""
+    if not ids:
+        return {}
+    rows = await session.execute(select(MemoryRecord.id, MemoryRecord.user_id).where(MemoryRecord.id.in_(list(ids))))
+    return {memory_id: user_id for memory_id, user_id in rows.all()}
