@@ -1,7 +1,7 @@
 """memories name the end user of an app they are about (Mem0's user_id): one more dimension to filter on
 
 Revision ID: 0050_end_users
-Revises: 0040_document_chunking
+Revises: 0041_credential_revocations
 Create Date: 2026-11-27
 
 Existing memories belong to no end user (NULL). The index payload gains ``end_user`` as memories are written; points
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0050_end_users"
-down_revision: str | None = "0040_document_chunking"
+down_revision: str | None = "0041_credential_revocations"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
