@@ -5,7 +5,7 @@ request names the sync resource (RFC 8707).
 
 How ``engram sync link|status|once|unlink`` and the worker use it::
 
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with timeouts.client(settings) as http:
         edge = await discover(http, "https://edge.example")    # once per link and process; keep the Edge
         # A person (RFC 8628):
         client = await register_device_client(http, edge, default_device_name())
@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from app.errors import AppError, Forbidden, ServiceUnavailable, Unauthorized, ValidationFailed
+from app.sync import timeouts
 
 SYNC_PATH = "/sync/v1"
 SYNC_SCOPE = "sync"
@@ -170,7 +171,7 @@ def _well_known(url: str, suffix: str) -> str:
 
 async def _send(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
     try:
-        response = await http.request(method, url, **kwargs)
+        response = await timeouts.request(http, method, url, **kwargs)
     except httpx.TransportError as exc:
         raise EdgeUnreachable(f"cannot reach {url}: {exc.__class__.__name__} {exc}".strip()) from exc
     if response.status_code >= 500 or response.status_code == 429:

@@ -15,9 +15,9 @@ import httpx
 
 from app.accounts import repository as accounts
 from app.db import Database
-from app.errors import NotFound, ServiceUnavailable, ValidationFailed
+from app.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from app.settings import Settings
-from app.sync import credentials, links
+from app.sync import credentials, links, timeouts
 from app.sync.changelog import head, load_node_id
 from app.sync.credentials import NodeClient, SyncAuthError, Tokens
 from app.sync.runtime import SyncRuntime, open_sync
@@ -49,7 +49,7 @@ async def _link(args: argparse.Namespace, settings: Settings) -> int:
     edge_url = credentials.normalise_edge_url(args.edge_url)
     if bool(args.client_id) != bool(args.client_secret):
         raise ValidationFailed("give both --client-id and --client-secret, or neither (then a person approves it)")
-    async with _database(settings) as db, httpx.AsyncClient(timeout=30.0) as http:
+    async with _database(settings) as db, timeouts.client(settings) as http:
         async with db.session() as session:
             if await accounts.get_user(session, args.user) is None:
                 raise NotFound(f"no local user {args.user!r}: create it with `engram users create`")
@@ -91,7 +91,7 @@ async def _link(args: argparse.Namespace, settings: Settings) -> int:
 async def _whoami(http: httpx.AsyncClient, edge: credentials.Edge, tokens: Tokens) -> dict[str, str]:
     try:
         bearer = {"Authorization": f"Bearer {tokens.access_token}"}
-        response = await http.get(f"{edge.sync_resource}/me", headers=bearer)
+        response = await timeouts.request(http, "GET", f"{edge.sync_resource}/me", headers=bearer)
     except httpx.TransportError as exc:
         raise credentials.EdgeUnreachable(f"cannot reach {edge.url}: {exc}") from exc
     body = response.json() if response.headers.get("content-type", "").startswith("application/json") else None
@@ -132,7 +132,7 @@ async def _once(args: argparse.Namespace, settings: Settings) -> int:
         async with db.session() as session:
             every = await links.all_links(session)
         try:
-            async with asyncio.timeout(args.timeout), httpx.AsyncClient(timeout=60.0) as http:
+            async with asyncio.timeout(args.timeout), timeouts.client(settings) as http:
                 for link in every:
                     await _exchange(LinkRunner(context, link, http))
         except TimeoutError:
@@ -194,7 +194,7 @@ async def _unlink(args: argparse.Namespace, settings: Settings) -> int:
             raise NotFound(f"no link to {edge_url} for {args.user!r}")
         revoked = True
         try:
-            async with httpx.AsyncClient(timeout=30.0) as http:
+            async with timeouts.client(settings) as http:
                 edge = await credentials.discover(http, edge_url)
                 await credentials.revoke_tokens(http, edge, links.client_of(link), links.tokens_of(link, ""))
         except SyncAuthError as exc:

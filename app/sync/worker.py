@@ -25,7 +25,7 @@ from app.db import Database, utcnow
 from app.errors import AppError, Conflict
 from app.memories.engine import MemoryEngine
 from app.settings import Settings
-from app.sync import links
+from app.sync import links, timeouts
 from app.sync.apply import Applier
 from app.sync.changelog import ChangeFeed
 from app.sync.client import CursorReset, EdgeSession, PushRefused
@@ -294,7 +294,7 @@ class SyncWorker:
         self.runners: dict[str, asyncio.Task[None]] = {}
 
     async def run(self) -> None:
-        async with httpx.AsyncClient(timeout=60.0, limits=httpx.Limits(max_keepalive_connections=20)) as http:
+        async with timeouts.client(self.context.settings) as http:
             try:
                 while True:
                     try:
