@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from tests.sync.processes import Deployment, link_with_client
@@ -82,3 +85,56 @@ def test_a_hung_edge_shows_offline_within_the_request_timeout_and_writes_go_on(
         )
     finally:
         node.stop()
+
+
+def _sync_token(edge: Deployment, user_id: str) -> str:
+    client = edge.sync_client(user_id, "a long-polling script")
+    response = httpx.post(
+        f"{edge.url}/oauth/token",
+        data={"grant_type": "client_credentials", "scope": "sync", "resource": f"{edge.url}/sync/v1"},
+        auth=(client["client_id"], client["client_secret"]),
+    )
+    response.raise_for_status()
+    token: str = response.json()["access_token"]
+    return token
+
+
+def _in_progress(edge: Deployment) -> float:
+    text = httpx.get(f"{edge.url}/metrics").text
+    [line] = [line for line in text.splitlines() if line.startswith("engram_http_requests_in_progress ")]
+    return float(line.split()[1])
+
+
+def test_an_edge_stopped_while_a_node_long_polls_answers_the_poll_and_logs_no_error(edge: Deployment) -> None:
+    user_id, _ = edge.user()
+    bearer = {"Authorization": f"Bearer {_sync_token(edge, user_id)}"}
+    first = httpx.get(f"{edge.url}/sync/v1/pull", params={"node": "n_script"}, headers=bearer)
+    assert first.status_code == 200
+    cursor = first.json()["cursor"]
+
+    answer: dict[str, Any] = {}
+
+    def long_poll() -> None:
+        params = {"cursor": cursor, "wait": 60, "node": "n_script"}
+        try:
+            answer["response"] = httpx.get(f"{edge.url}/sync/v1/pull", params=params, headers=bearer, timeout=120)
+        except httpx.HTTPError as exc:
+            answer["error"] = exc
+
+    poll = threading.Thread(target=long_poll)
+    poll.start()
+    until(lambda: _in_progress(edge) >= 2, "the long poll is waiting on the edge (beside /metrics itself)")
+    assert edge.process is not None
+    process = edge.process
+    process.send_signal(signal.SIGTERM)
+    poll.join(GENEROUS_SECONDS)
+    assert not poll.is_alive()
+    # uvicorn raises the signal again once it has shut down, as it does for any SIGTERM.
+    assert process.wait(GENEROUS_SECONDS) in (0, -signal.SIGTERM)
+
+    assert "error" not in answer, answer
+    response: httpx.Response = answer["response"]
+    assert response.status_code == 200, response.text
+    assert response.json() == {"changes": [], "cursor": cursor, "more": False}
+    log = edge.log()
+    assert "Traceback" not in log and "ERROR" not in log.upper().replace("ERRORS", ""), log
