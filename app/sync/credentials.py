@@ -53,6 +53,7 @@ SLOW_DOWN_SECONDS = 5
 # RFC 8628 section 3.2: the interval when the edge names none.
 DEFAULT_INTERVAL = 5
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
+_ACCEPTED = "https://HOST[:PORT][/PATH], or http:// on this machine (localhost, 127.0.0.1 or [::1])"
 _REFUSING = ("invalid_client", "invalid_grant", "unauthorized_client", "access_denied")
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -154,11 +155,11 @@ def normalise_edge_url(url: str) -> str:
     except ValueError:
         raise ValidationFailed(f"{url!r} is not a URL", field="edge") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationFailed(f"the edge URL must be https://host, got {url!r}", field="edge")
+        raise ValidationFailed(f"the edge URL must be {_ACCEPTED}, got {url!r}", field="edge")
     if parts.query or parts.fragment or "@" in parts.netloc:
         raise ValidationFailed("the edge URL must not have a query, fragment or user name", field="edge")
     if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
-        raise ValidationFailed("the edge URL must use https (plain http only on localhost)", field="edge")
+        raise ValidationFailed(f"the edge URL must use https (tokens travel): it must be {_ACCEPTED}", field="edge")
     return raw
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import secrets
 import sys
@@ -19,7 +20,7 @@ from app.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from app.settings import Settings
 from app.sync import credentials, links, timeouts
 from app.sync.changelog import head, load_node_id
-from app.sync.credentials import NodeClient, SyncAuthError, Tokens
+from app.sync.credentials import CredentialsRefused, NodeClient, SyncAuthError, Tokens
 from app.sync.runtime import SyncRuntime, open_sync
 from app.sync.worker import LinkRunner, SyncContext
 
@@ -70,6 +71,17 @@ async def _link(args: argparse.Namespace, settings: Settings) -> int:
             tokens = await credentials.poll_device_flow(http, edge, client, flow)
             grant = "device_code"
         who = await _whoami(http, edge, tokens)
+        async with db.session() as session:
+            others = await links.linked_to(session, edge_url, who.get("node_id", ""), who["user_id"])
+        taken = [link.local_user_id for link in others if link.local_user_id != args.user]
+        if taken:
+            with contextlib.suppress(SyncAuthError):  # the grant just made serves nothing
+                await credentials.revoke_tokens(http, edge, client, tokens)
+            raise Conflict(
+                f"the edge user {who['user_id']} is already linked to the local user {taken[0]} on this machine, "
+                "and an edge user syncs with one local user per machine (the same memories cannot belong to two "
+                f"users here): link another edge user, or first `engram sync unlink {edge_url} --user {taken[0]}`"
+            )
         await load_node_id(db)
         async with db.session() as session:
             link = await links.replace(
@@ -152,8 +164,11 @@ async def _exchange(runner: LinkRunner) -> None:
         while await runner.step_pull(0.0):
             pass
     except SyncAuthError as exc:
-        await links.set_state(runner.context.db, runner.link_id, direction, exc.state, exc.message)
-        raise type(exc)(f"{runner.edge_url} for {runner.local_user}: {exc.message}") from exc
+        reason = exc.message
+        if isinstance(exc, CredentialsRefused):
+            reason = links.relink_hint(runner.edge_url, runner.local_user, exc.message)
+        await links.set_state(runner.context.db, runner.link_id, direction, exc.state, reason)
+        raise type(exc)(f"{runner.edge_url} for {runner.local_user}: {reason}") from exc
     finally:
         runner.discard_ahead()
 

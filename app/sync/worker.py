@@ -252,9 +252,10 @@ class LinkRunner:
             except Conflict:  # a local write raced this batch on the same memory: try again
                 await asyncio.sleep(backoff.next())
             except CredentialsRefused as exc:
-                await self._failed(direction, links.UNAUTHORIZED, exc.message)
-                log.warning("link %s to %s: %s; link it again", self.link_id, self.edge_url, exc.message)
-                raise Stopped(exc.message) from exc
+                reason = links.relink_hint(self.edge_url, self.local_user, exc.message)
+                await self._failed(direction, links.UNAUTHORIZED, reason)
+                log.warning("link %s: %s", self.link_id, reason)
+                raise Stopped(reason) from exc
             except (PushRefused, SyncAuthError, AppError) as exc:
                 await self._failed(direction, links.REFUSED, exc.message)
                 retry = getattr(exc, "retry_after", None) or REFUSED_RETRY_SECONDS
