@@ -191,6 +191,8 @@ class LinkRunner:
             await links.move_pull(db_session, self.link_id, stored.pull_cursor, page.cursor)  # type: ignore[arg-type]
 
         await self.context.applier.apply(self.local_user, batch, source=self.link_id, finish=move_cursor)
+        # move_cursor recorded the pull as ok: the next failure is a change of state, though it reads as the last.
+        self._states["pull"] = (links.OK, None)
         self._last_pulled = time.monotonic()
         if self.context.metrics is not None:
             self.context.metrics.pulled.labels(self.link_id).inc(len(batch))

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.sync.processes import Deployment, link_with_client
+from tests.sync.proxy import CappingProxy
 from tests.sync.test_link import contents, link_of, until
 
 # Hang-only: a quiet machine does each of these in a few seconds.
@@ -138,3 +139,41 @@ def test_an_edge_stopped_while_a_node_long_polls_answers_the_poll_and_logs_no_er
     assert response.json() == {"changes": [], "cursor": cursor, "more": False}
     log = edge.log()
     assert "Traceback" not in log and "ERROR" not in log.upper().replace("ERRORS", ""), log
+
+
+def test_an_edge_down_twice_behind_a_proxy_shows_offline_each_time(tmp_path: Path) -> None:
+    """nginx answers the same 502 page for every request while the edge is down: a link that came back from one
+    outage shows the next, though its error reads the same as before."""
+    with CappingProxy(limit=16 * 1024 * 1024) as proxy:
+        edge = Deployment(tmp_path / "edge", settings={"ENGRAM_PUBLIC_BASE_URL": proxy.url})
+        proxy.upstream = edge.url
+        node = Deployment(tmp_path / "node")
+        edge.setup()
+        node.setup()
+        try:
+            edge.start()
+            node.start()
+            edge_user, _ = edge.user()
+            local_user, _ = node.user()
+            client = edge.sync_client(edge_user, "box behind nginx")
+            node.engram(
+                "sync", "link", proxy.url, "--user", local_user, "--client-id", client["client_id"],
+                "--client-secret", client["client_secret"],
+            )  # fmt: skip
+            for outage in ("first", "second"):
+                until(
+                    lambda: link_of(node, local_user)["state"] == "ok",
+                    f"ok before the {outage} outage",
+                    GENEROUS_SECONDS,
+                )
+                edge.kill()
+                link = until(
+                    lambda: (found := link_of(node, local_user))["state"] == "offline" and found,
+                    f"the {outage} outage shows offline",
+                    GENEROUS_SECONDS,
+                )
+                assert "502" in link["error"]
+                edge.start()
+        finally:
+            node.stop()
+            edge.stop()
