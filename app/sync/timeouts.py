@@ -64,6 +64,8 @@ async def request(
             response = await http.send(built, auth=auth, stream=True)
     except TimeoutError:
         raise httpx.ReadTimeout(f"no answer within {until_answer:g} s", request=built) from None
+    except httpx.TimeoutException as exc:
+        raise _named(exc, built, phase, max(answer, phase)) from None
     try:
         length = _length(response.headers.get("content-length"))
         reading = phase + length / MIN_BYTES_PER_SECOND
@@ -72,6 +74,21 @@ async def request(
                 await response.aread()
         except TimeoutError:
             raise httpx.ReadTimeout(f"the answer's body took more than {reading:g} s", request=built) from None
+        except httpx.TimeoutException as exc:
+            raise _named(exc, built, phase, max(answer, phase)) from None
     finally:
         await response.aclose()
     return response
+
+
+def _named(exc: httpx.TimeoutException, request: httpx.Request, phase: float, read: float) -> httpx.TimeoutException:
+    """httpx's own timeout, saying which bound it was (its message is only "timed out")."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        what = f"no connection within {phase:g} s"
+    elif isinstance(exc, httpx.WriteTimeout):
+        what = f"the body was not taken within {phase:g} s"
+    elif isinstance(exc, httpx.PoolTimeout):
+        what = f"no free connection within {phase:g} s"
+    else:
+        what = f"no answer within {read:g} s"
+    return type(exc)(what, request=request)
