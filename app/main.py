@@ -92,9 +92,14 @@ async def build_container(
             query_cache_size=settings.query_cache_size,
         )
     )
-    db = Database(settings.resolved_database_url, connections=settings.admission_max_limit, probe=metrics)
+    db = Database(
+        settings.resolved_database_url,
+        connections=settings.admission_max_limit,
+        busy_timeout=settings.database_busy_timeout_seconds,
+        probe=metrics,
+    )
     secret = await resolve_secret_key(db, settings.secret_key, data_dir)
-    revocations = Revocations(settings.redis_url)
+    revocations = Revocations(settings.redis_url, db, poll_seconds=settings.revocation_poll_seconds)
     db.after_commit.append(revocations.after_commit)
     breaker = (
         RedisBreaker(settings.redis_url, on_change=lambda down: metrics.redis_up.set(0 if down else 1))

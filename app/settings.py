@@ -73,6 +73,9 @@ class Settings(BaseSettings):
 
     # Live streams (SSE, MCP push) outlive the request that opened them: how often they re-check its credential.
     stream_recheck_seconds: float = 15.0
+    # How often each server reads the database for revocations made in other processes (the CLI of an embedded
+    # install, an instance Redis did not reach): one indexed read per interval, whatever the number of streams.
+    revocation_poll_seconds: float = Field(default=0.5, gt=0)
 
     # Quotas: a plan per user (users.plan); signups get default_plan. Override with JSON, e.g.
     # ENGRAM_PLANS='{"free": {"requests_per_minute": 600, "key_requests_per_minute": 300, "max_memories": 10000}}'.
@@ -145,6 +148,10 @@ class Settings(BaseSettings):
     admission_overloaded_wait_seconds: float = Field(default=0.1, gt=0, le=30)
     admission_target_delay_seconds: float = Field(default=0.02, gt=0, le=5)
     admission_min_share: int = Field(default=8, ge=1)
+    # How long a statement waits for SQLite's write lock (the busy timeout) before its request hears 503 with
+    # Retry-After: writes hold the lock for milliseconds (app.group_commit), so a longer wait is a stuck or
+    # overloaded database, and a client told so at once can retry elsewhere. Background work retries on its own.
+    database_busy_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     # Search queries whose vectors are kept (per tenant; about 3 KB each): a repeated search skips the model.
     query_cache_size: int = Field(default=1024, ge=0)
     log_level: str = "info"
