@@ -59,6 +59,7 @@ from app.sessions.service import SessionService
 from app.settings import Settings, get_settings
 from app.sync.routes import SyncController
 from app.sync.runtime import open_sync
+from app.sync.stopping import on_stop_signal
 from app.teams import Teams
 from app.teams.routes import TeamController
 from app.web.errors import html_for_browsers
@@ -209,7 +210,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         links = asyncio.create_task(container.sync.worker.run())
         try:
             async with mcp.running(container):
-                yield
+                with on_stop_signal(container.sync.stop_long_polls):
+                    yield
         finally:
             repair.cancel()
             sweep.cancel()

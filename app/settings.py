@@ -175,7 +175,12 @@ class Settings(BaseSettings):
     # On an edge: the changes pushed lately, kept as pulls send them, for the nodes that pull close behind (0: none).
     sync_pull_cache_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
     sync_retry_max_seconds: float = Field(default=1.0, gt=0)
-    sync_pull_wait_seconds: float = Field(default=25.0, ge=0, le=60)
+    # A long poll waits this long at the edge (its answer has half a request's timeout on top): with the timeout
+    # below, a hung edge shows offline within 14 s, where the design asks for 15 s.
+    sync_pull_wait_seconds: float = Field(default=9.0, ge=0, le=60)
+    # The most a node waits on its edge for each part of a request (connecting, taking each part of a body, an
+    # answer); app.sync.timeouts bounds each request as a whole.
+    sync_request_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     sync_links_poll_seconds: float = Field(default=1.0, gt=0)
     sync_node_name: str | None = None
     # Losing versions kept per memory as CONFLICT events in its history, the newest; older ones are deleted.

@@ -48,6 +48,8 @@ class EdgeSync:
         self.feed = feed
         self.peers = peers
         self.dims = dims
+        # The server is stopping: long polls answer at once (app.sync.stopping).
+        self.stopping = False
 
     async def push(self, principal: Principal, body: PushIn) -> PushOut:
         """Apply a node's batch to the token's user, in one transaction; a repeated batch changes nothing."""
@@ -71,6 +73,11 @@ class EdgeSync:
             conflicts=applied.conflicts,
             discarded=applied.discarded,
         )
+
+    def stop(self) -> None:
+        """Answer every long poll now, and later ones without waiting (the server is stopping)."""
+        self.stopping = True
+        self.feed.notify()  # wakes the long polls' waits
 
     async def pull(
         self,
@@ -100,7 +107,7 @@ class EdgeSync:
             version = self.feed.version
             page = await pull_page(self.db, self.engine, principal.user_id, position, node, limit, self.recent)
             remaining = deadline - time.monotonic()
-            if page.changes or page.more or remaining <= 0:
+            if page.changes or page.more or remaining <= 0 or self.stopping:
                 break
             position = page.cursor
             waited = True
