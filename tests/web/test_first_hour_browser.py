@@ -168,6 +168,7 @@ def test_revoke_and_delete_ask_first_and_say_what_they_did(chromium: Any, api: R
     assert _notice(page) == "Key “laptop” revoked: requests with it now get 401."
     assert page.locator("tr.revoked[data-key-id]").count() == 1
 
+    page.goto("/dashboard/sync")
     _answer_dialogs(page, True, seen)
     page.locator("tr[data-client-id] button", has_text="Revoke").click()
     page.wait_for_selector(".notice-banner:has-text('Machine client')")

@@ -56,6 +56,8 @@
       install.querySelectorAll("pre.command").forEach(function (pre) {
         pre.textContent = pre.textContent.split(placeholder).join(key);
       });
+      var testKey = document.querySelector("input[data-test-key]");
+      if (testKey && !testKey.value) testKey.value = key;
       var hint = document.getElementById("key-hint");
       if (hint) hint.hidden = true;
       if (box && shown) {
