@@ -6,7 +6,7 @@ import bisect
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.memories.models import MemoryEvent, MemoryRecord, StoredMemory
@@ -194,3 +194,20 @@ async def previous_content(
         .limit(1)
     )
     return (await session.execute(query)).scalar_one_or_none()
+
+
+async def counts_by(session: AsyncSession, user_id: str, column: str) -> dict[str | None, int]:
+    """How many live memories of this tenant have each value of ``column`` (session, scope, agent)."""
+    field = getattr(MemoryRecord, column)
+    query = (
+        select(field, func.count())
+        .where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
+        .group_by(field)
+    )
+    return {value: int(n) for value, n in (await session.execute(query)).all()}
+
+
+async def all_tags(session: AsyncSession, user_id: str) -> list[list[str]]:
+    """The tag lists of every live memory of this tenant (counted by the caller: JSON differs between backends)."""
+    query = select(MemoryRecord.tags).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
+    return [list(tags or []) for tags in (await session.execute(query)).scalars()]

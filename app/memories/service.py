@@ -35,6 +35,7 @@ from app.memories.schemas import (
     CreatedMemory,
     HistoryEntry,
     HistoryResponse,
+    MemoryCounts,
     MemoryIn,
     MemoryOut,
     MemoryPage,
@@ -744,6 +745,25 @@ class MemoryService:
             tag_lists = await repository.tags_of(db_session, principal.user_id, keys)
         counts = Counter(tag for tags in tag_lists for tag in tags)
         return [Topic(tag=tag, count=count) for tag, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+    async def counts(self, principal: Principal) -> MemoryCounts:
+        """The owner's live memories counted per session (None: user-wide), scope and tag, most first."""
+        async with self.db.session() as db_session:
+            sessions = await repository.counts_by(db_session, principal.user_id, "session")
+            scopes = await repository.counts_by(db_session, principal.user_id, "scope")
+            tags = Counter(
+                tag for tag_list in await repository.all_tags(db_session, principal.user_id) for tag in tag_list
+            )
+
+        def most_first(counts: Mapping[str, int]) -> dict[str, int]:
+            return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+        return MemoryCounts(
+            total=sum(scopes.values()),
+            sessions=most_first({name or "": n for name, n in sessions.items()}),
+            scopes=most_first({name or "": n for name, n in scopes.items()}),
+            tags=most_first(tags),
+        )
 
     async def reindex(self) -> int:
         """Rebuild the whole vector index from the database."""
