@@ -17,7 +17,7 @@ from litestar.types import PathType
 from app.accounts.models import User
 from app.container import Container
 from app.sync import web as sync_web
-from app.web import address_limits, dashboard, live, machines, memories, memory_page, routes
+from app.web import address_limits, dashboard, live, machines, memories, memory_page, routes, usage
 from app.web.errors import WEB_EXCEPTION_HANDLERS, LoginRequired
 from app.web.ratelimit import create_rate_limiter
 from app.web.session import current_user
@@ -59,6 +59,7 @@ web_router = Router(
         memories.bulk,
         memory_page.memory_page,
         memory_page.edit,
+        usage.usage,
         live.sessions,
         live.session_page,
         live.session_panel,
