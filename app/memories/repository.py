@@ -211,3 +211,23 @@ async def all_tags(session: AsyncSession, user_id: str) -> list[list[str]]:
     """The tag lists of every live memory of this tenant (counted by the caller: JSON differs between backends)."""
     query = select(MemoryRecord.tags).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
     return [list(tags or []) for tags in (await session.execute(query)).scalars()]
+
+
+async def ids_in_session(session: AsyncSession, user_id: str, session_name: str, *, limit: int) -> list[str]:
+    """Up to ``limit`` ids of the live memories written in one session (erasing a session, a batch at a time)."""
+    query = (
+        select(MemoryRecord.id)
+        .where(
+            MemoryRecord.user_id == user_id,
+            MemoryRecord.session == session_name,
+            MemoryRecord.deleted_at.is_(None),
+        )
+        .order_by(MemoryRecord.id)
+        .limit(limit)
+    )
+    return list((await session.execute(query)).scalars())
+
+
+async def counts_by_session(session: AsyncSession, user_id: str) -> dict[str, int]:
+    """Live memories written in each session of this tenant (user-wide ones, without a session, left out)."""
+    return {name: n for name, n in (await counts_by(session, user_id, "session")).items() if name is not None}

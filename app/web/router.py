@@ -17,7 +17,7 @@ from litestar.types import PathType
 from app.accounts.models import User
 from app.container import Container
 from app.sync import web as sync_web
-from app.web import address_limits, dashboard, live, machines, memories, memory_page, routes, usage
+from app.web import address_limits, dashboard, live, machines, memories, memory_page, routes, session_admin, usage
 from app.web.errors import WEB_EXCEPTION_HANDLERS, LoginRequired
 from app.web.ratelimit import create_rate_limiter
 from app.web.session import current_user
@@ -64,6 +64,8 @@ web_router = Router(
         live.session_page,
         live.session_panel,
         live.session_events,
+        session_admin.reindex,
+        session_admin.delete_session,
     ],
     dependencies={"user": Provide(provide_web_user)},
     exception_handlers=WEB_EXCEPTION_HANDLERS,
