@@ -111,7 +111,13 @@ def test_dashboard_pages_in_chromium(chromium: Any, api: RunningServer, tmp_path
     assert page.evaluate(OVERFLOW) <= 0
     page.screenshot(path=str(shots / f"memory-{width}.png"), full_page=True)
 
-    page.goto("/dashboard/sync")
-    assert page.evaluate(OVERFLOW) <= 0
-    page.screenshot(path=str(shots / f"sync-{width}.png"), full_page=True)
+    for name in ("sync", "usage", "sessions", "sessions/web"):
+        page.goto(f"/dashboard/{name}")
+        assert page.evaluate(OVERFLOW) <= 0, name
+        page.screenshot(path=str(shots / f"{name.replace('/', '-')}-{width}.png"), full_page=True)
+    assert page.locator("svg.usage-chart").count() == 0
+    page.goto("/dashboard/usage")
+    assert page.locator("svg.usage-chart g.hour").count() == 24
+    # The chart is drawn by the server: no script or stylesheet from elsewhere.
+    assert page.evaluate("() => Array.from(document.scripts).every((s) => s.src.startsWith(location.origin))")
     context.close()

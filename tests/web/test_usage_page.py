@@ -33,7 +33,7 @@ def test_usage_shows_each_limit_of_the_plan_and_the_last_day(browser: Callable[[
     page = me.get("/dashboard/usage").text
     assert 'id="plan-name">free<' in page
     assert _used(page, "memories") == "5"  # four notes and one document chunk
-    assert re.search(r'data-limit="memories">10000000<', page)  # the test servers' plan
+    assert re.search(r'data-limit="memories">10,000,000<', page)  # the test servers' plan
     assert re.search(r'data-session="web">4<', page) and re.search(r'data-session="">1<', page)
     assert re.search(r'data-scope="session">4<', page) and re.search(r'data-scope="user">1<', page)
     # Every API request was counted, per minute and per hour: 4 + 6 + 1 (the test may straddle a minute or an hour).
@@ -42,6 +42,6 @@ def test_usage_shows_each_limit_of_the_plan_and_the_last_day(browser: Callable[[
     bars = [int(n) for n in re.findall(r'<g class="hour" data-count="(\d+)">', page)]
     assert len(bars) == 24 and sum(bars) == 11 and bars[-1] > 0
     assert _used(page, "keys") == "1" and _used(page, "links") == "0"
-    assert _used(page, "documents").startswith("1 file, 1 chunks in 1 session")
+    assert _used(page, "documents").startswith("1 file, 1 chunk in 1 session")
     # Another user's requests are theirs.
     assert re.search(r'id="requests-24h">0<', browser().signup().get("/dashboard/usage").text)
