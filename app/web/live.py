@@ -20,6 +20,7 @@ from app.identity import Identity, validate_name
 from app.memories import repository as memory_repository
 from app.projects import repository as project_repository
 from app.sessions.sse import event_stream
+from app.teams import erase as team_erase
 from app.teams.schemas import AgentOut, MessageOut, TaskOut
 from app.web.pages import render, render_html
 from app.web.session_admin import FILES_SHOWN, holdings, session_name
@@ -65,7 +66,13 @@ async def sessions(request: Request[Any, Any, Any], user: User, container: Conta
     async with container.db.session() as db:
         written = await memory_repository.counts_by_session(db, user.id)
         indexed = await project_repository.totals_by_session(db, user.id)
-    listed: dict[str, Any] = {"sessions": known, "written": written, "indexed": indexed}
+        archived = await team_erase.archived(db, user.id)
+    listed: dict[str, Any] = {
+        "sessions": [s for s in known if s.session not in archived],
+        "archived": sorted(archived.values(), key=lambda a: a.archived_at, reverse=True),
+        "written": written,
+        "indexed": indexed,
+    }
     if not name:
         return render(request, "sessions.html", user=user, **listed)
     try:

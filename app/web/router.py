@@ -65,6 +65,7 @@ web_router = Router(
         live.session_panel,
         live.session_events,
         session_admin.reindex,
+        session_admin.archive,
         session_admin.delete_session,
     ],
     dependencies={"user": Provide(provide_web_user)},

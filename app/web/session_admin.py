@@ -16,6 +16,7 @@ from app.identity import validate_name
 from app.projects import repository as projects
 from app.projects.models import Document, Project
 from app.sessions.erase import SessionContents, contents, erase
+from app.teams import erase as teams
 from app.web.flash import Flash, redirect_with
 from app.web.pages import form_data, web_principal
 from app.web.session import verify_csrf
@@ -30,6 +31,7 @@ class SessionHoldings:
     files: list[Document]
     chunks: int
     project: Project | None
+    archived: bool
 
 
 async def holdings(container: Container, user_id: str, session: str) -> SessionHoldings:
@@ -38,7 +40,8 @@ async def holdings(container: Container, user_id: str, session: str) -> SessionH
     async with container.db.session() as db:
         files = list(await projects.listing(db, user_id, session))
         project = await projects.project(db, user_id, session)
-    return SessionHoldings(counted, files[:FILES_SHOWN], sum(f.chunks for f in files), project)
+        archived = session in await teams.archived(db, user_id)
+    return SessionHoldings(counted, files[:FILES_SHOWN], sum(f.chunks for f in files), project, archived)
 
 
 def session_name(session: str) -> str:
@@ -66,6 +69,21 @@ async def reindex(request: Request[Any, Any, Any], session: str, user: User, con
         f"{report.unchanged} unchanged ({report.seconds:.1f} s)."
     )
     return redirect_with(request, session_url(name) + "#holdings", Flash(notice=notice))
+
+
+@post("/dashboard/sessions/{session:str}/archive", status_code=303)
+async def archive(request: Request[Any, Any, Any], session: str, user: User, container: Container) -> Response[Any]:
+    """Archive the session (or, with ``undo``, bring it back): the list leaves it out; nothing of it is deleted."""
+    data = await form_data(request)
+    await verify_csrf(request, data.get("_csrf"))
+    name = session_name(session)
+    undo = data.get("undo") == "1"
+    async with container.db.session() as db:
+        await teams.set_archived(db, user.id, name, not undo)
+    if undo:
+        return redirect_with(request, session_url(name), Flash(notice=f"Session {name} is back in the list."))
+    notice = f"Session {name} archived: it is left out of the list; its memories, messages and tasks are kept."
+    return redirect_with(request, "/dashboard/sessions", Flash(notice=notice))
 
 
 @post("/dashboard/sessions/{session:str}/delete", status_code=303)

@@ -12,6 +12,13 @@ from tests.harness import RunningServer
 from tests.web.conftest import Browser
 
 
+def _listed(page: str) -> list[str]:
+    """The sessions in the list of active and idle sessions (not the archived ones)."""
+    return re.findall(
+        r'<li class="session-row[^"]*">\s*<span[^>]*></span>\s*<a href="/dashboard/sessions/([^"]+)">', page
+    )
+
+
 def _confirmation(page: str) -> str:
     match = re.search(r'id="delete-session"\s+data-confirm="([^"]+)"', page)
     assert match, page
@@ -91,3 +98,26 @@ def test_a_registered_project_is_reindexed_from_its_session_page(
     # Another user has no project of that name.
     other = browser().signup()
     assert other.submit("/dashboard/sessions", "/dashboard/sessions/site/reindex").status_code == 404
+
+
+def test_an_archived_session_leaves_the_list_whole_and_comes_back(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    with me.api(me.create_key()) as api:
+        body = {"content": "old project note", "session": "old", "agent": "claude"}
+        assert api.post("/v1/memories", json=body).status_code == 201
+        assert api.post("/v1/sessions/old/claims", json={"agent": "claude", "file_paths": ["x.py"]}).status_code == 200
+        assert _listed(me.get("/dashboard/sessions").text) == ["old"]
+        archived = me.submit("/dashboard/sessions/old", "/dashboard/sessions/old/archive")
+        assert archived.status_code == 303
+        listing = me.follow(archived).text
+        assert "Session old archived" in html_lib.unescape(listing)
+        assert _listed(listing) == [] and 'data-archived="old"' in listing
+        assert '<span class="badge">archived</span>' in me.get("/dashboard/sessions/old").text
+        # Nothing of it is deleted, and its agents still use it.
+        found = api.get("/v1/memories", params={"session": "old", "agent": "claude"}).json()["memories"]
+        assert [m["content"] for m in found] == ["old project note"]
+        assert me.post("/dashboard/sessions/old/archive", {"_csrf": "forged"}).status_code == 403
+        back = me.submit("/dashboard/sessions/old", "/dashboard/sessions/old/archive", undo="1")
+        assert "Session old is back in the list." in me.follow(back).text
+        listing = me.get("/dashboard/sessions").text
+        assert 'data-archived="old"' not in listing and _listed(listing) == ["old"]
