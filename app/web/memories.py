@@ -25,7 +25,7 @@ PAGE_SIZE = 20
 PAGE_SIZES = (20, 50, 100, 200)
 # The most memories one bulk action takes: a page at its largest.
 MAX_BULK = 200
-# Counts shown per kind (sessions, tags); the rest are summed up as "others".
+# Counts shown per kind (sessions, tags); the page says how many more there are.
 TOP_COUNTS = 12
 # A memory longer than this is folded to a preview with "show all" (memories can hold 16,000 characters).
 FOLD_CHARS = 600
@@ -112,7 +112,7 @@ async def browse(request: Request[Any, Any, Any], user: User, container: Contain
         except AppError as exc:
             errors[str(exc.extra.get("field") or "form")] = exc.message
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    shown = {k: v for k, v in values.items() if v}
+    shown = shown_filters(values)
     return render(
         request,
         "memories.html",
