@@ -7,6 +7,7 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from app.memories.models import MemoryRecord
 from tests.harness import RunningServer
@@ -45,7 +46,9 @@ def _seed(api: RunningServer, user_id: str) -> None:
     api.run(seed())
 
 
-def test_the_pages_stay_usable_with_ten_thousand_memories(api: RunningServer, browser: Callable[[], Browser]) -> None:
+def test_the_pages_stay_usable_with_ten_thousand_memories(
+    api: RunningServer, browser: Callable[[], Browser], chromium: Any
+) -> None:
     me = browser().signup()
     assert me.user_id
     _seed(api, me.user_id)
@@ -73,3 +76,17 @@ def test_the_pages_stay_usable_with_ten_thousand_memories(api: RunningServer, br
     assert memory.status_code == 200 and "fact " in memory.text
     for path in ("/dashboard", "/dashboard/sessions", "/dashboard/usage", "/dashboard/memories?session=s1"):
         assert me.get(path).status_code == 200, path
+
+    # And in Chromium, logged in as the same browser session: the page renders its 20 memories and the counts.
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, base_url=api.base_url)
+    cookies = [{"name": c.name, "value": c.value or "", "url": api.base_url} for c in me.http.cookies.jar]
+    context.add_cookies(cookies)
+    page = context.new_page()
+    page.set_default_timeout(120_000)  # a hang guard only
+    page.goto("/dashboard/memories")
+    assert page.locator("li.memory").count() == 20
+    assert page.inner_text("#counts h2") == f"{MEMORIES} memories"
+    page.locator("a[rel=next]").click()
+    page.wait_for_url("**cursor=**")
+    assert page.locator("li.memory").count() == 20
+    context.close()
