@@ -68,6 +68,9 @@ log = logging.getLogger(__name__)
 # memories written in one stretch are one conversation, and a reply is found by the words of what it answers.
 CONTEXT_WINDOW = timedelta(minutes=30)
 
+# The most rows one query reads while a tag filter scans for matches (a page of 200 starts at 800).
+MAX_TAG_SCAN_BATCH = 4000
+
 # The role an identity's agent joined its session with (the teams registry), or None.
 RoleLookup = Callable[[Identity], Awaitable[str | None]]
 
@@ -485,12 +488,14 @@ class MemoryService:
         visibilities = await self._visible_keys(principal, who, scope, owner_view)
         async with self.db.session() as db_session:
             # Tag filtering happens here rather than in SQL because JSON containment differs between the backends.
+            # The batch doubles while a rare tag leaves pages unfilled, so a scan takes a few queries, not hundreds.
+            batch = limit if not wanted else limit * 4
             while len(out) < limit:
                 rows = await repository.page(
                     db_session,
                     principal.user_id,
                     visibilities,
-                    limit=limit if not wanted else limit * 4,
+                    limit=batch,
                     after=after,
                     # Always by the column too: a caller's private key holds memories of every scope.
                     scope=scope,
@@ -503,8 +508,9 @@ class MemoryService:
                         out.append(row)
                         if len(out) == limit:
                             break
-                if len(rows) < (limit if not wanted else limit * 4):
+                if len(rows) < batch:
                     break
+                batch = min(batch * 2, MAX_TAG_SCAN_BATCH)
         more = len(out) == limit
         return MemoryPage(memories=[to_out(r) for r in out], next_cursor=encode_cursor(out[-1]) if more else None)
 
