@@ -195,5 +195,14 @@ class Topic(BaseModel):
     count: int
 
 
+class MemoryCounts(BaseModel):
+    """How many live memories the owner has, in all and per session, scope and tag (most first)."""
+
+    total: int
+    sessions: dict[str, int]
+    scopes: dict[str, int]
+    tags: dict[str, int]
+
+
 class TopicsResponse(BaseModel):
     topics: list[Topic]

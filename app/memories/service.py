@@ -35,6 +35,7 @@ from app.memories.schemas import (
     CreatedMemory,
     HistoryEntry,
     HistoryResponse,
+    MemoryCounts,
     MemoryIn,
     MemoryOut,
     MemoryPage,
@@ -66,6 +67,9 @@ log = logging.getLogger(__name__)
 # A memory is indexed with the one written just before it in the same place, if that is at most this much older:
 # memories written in one stretch are one conversation, and a reply is found by the words of what it answers.
 CONTEXT_WINDOW = timedelta(minutes=30)
+
+# The most rows one query reads while a tag filter scans for matches (a page of 200 starts at 800).
+MAX_TAG_SCAN_BATCH = 4000
 
 # The role an identity's agent joined its session with (the teams registry), or None.
 RoleLookup = Callable[[Identity], Awaitable[str | None]]
@@ -500,12 +504,14 @@ class MemoryService:
         visibilities = await self._visible_keys(principal, who, scope, owner_view)
         async with self.db.session() as db_session:
             # Tag filtering happens here rather than in SQL because JSON containment differs between the backends.
+            # The batch doubles while a rare tag leaves pages unfilled, so a scan takes a few queries, not hundreds.
+            batch = limit if not wanted else limit * 4
             while len(out) < limit:
                 rows = await repository.page(
                     db_session,
                     principal.user_id,
                     visibilities,
-                    limit=limit if not wanted else limit * 4,
+                    limit=batch,
                     after=after,
                     # Always by the column too: a caller's private key holds memories of every scope.
                     scope=scope,
@@ -519,8 +525,9 @@ class MemoryService:
                         out.append(row)
                         if len(out) == limit:
                             break
-                if len(rows) < (limit if not wanted else limit * 4):
+                if len(rows) < batch:
                     break
+                batch = min(batch * 2, MAX_TAG_SCAN_BATCH)
         more = len(out) == limit
         return MemoryPage(memories=[to_out(r) for r in out], next_cursor=encode_cursor(out[-1]) if more else None)
 
@@ -804,6 +811,25 @@ class MemoryService:
         if self.metrics is not None:
             self.metrics.memories_added.inc(len(fresh))
         return [r.id for r in fresh], [r.id for r in records if r.id in present]
+
+    async def counts(self, principal: Principal) -> MemoryCounts:
+        """The owner's live memories counted per session (None: user-wide), scope and tag, most first."""
+        async with self.db.session() as db_session:
+            sessions = await repository.counts_by(db_session, principal.user_id, "session")
+            scopes = await repository.counts_by(db_session, principal.user_id, "scope")
+            tags = Counter(
+                tag for tag_list in await repository.all_tags(db_session, principal.user_id) for tag in tag_list
+            )
+
+        def most_first(counts: Mapping[str, int]) -> dict[str, int]:
+            return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+        return MemoryCounts(
+            total=sum(scopes.values()),
+            sessions=most_first({name or "": n for name, n in sessions.items()}),
+            scopes=most_first({name or "": n for name, n in scopes.items()}),
+            tags=most_first(tags),
+        )
 
     async def reindex(self) -> int:
         """Rebuild the whole vector index from the database."""
