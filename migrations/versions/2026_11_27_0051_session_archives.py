@@ -1,6 +1,6 @@
 """sessions their owner archived: left out of the dashboard's list until unarchived
 
-Revision ID: 0041_session_archives
+Revision ID: 0051_session_archives
 Revises: 0050_end_users
 Create Date: 2026-11-27
 """
