@@ -25,7 +25,7 @@ REQUIRE_SERVICES = os.environ.get("ENGRAM_REQUIRE_SERVICES", "") not in ("", "0"
 
 def _reachable(host: str, port: int) -> bool:
     try:
-        with socket.create_connection((host, port), timeout=1):
+        with socket.create_connection((host, port), timeout=10):
             return True
     except OSError:
         return False

@@ -62,7 +62,7 @@ def serve_asgi(app: Any, host: str, port: int) -> Iterator[uvicorn.Server]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"asgi-{port}", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a start takes about a second; only a hang reaches this
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("server did not start")

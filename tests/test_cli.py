@@ -39,7 +39,7 @@ def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
         deadline = time.monotonic() + 180  # a loaded 2-core machine starts a server slowly
         while True:
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

@@ -26,7 +26,7 @@ async def delete_prefix(url: str, prefix: str) -> None:
         await client.aclose()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 5.0) -> None:
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
     """Poll until ``check`` holds, failing after ``within`` seconds. For expiry, which no event announces."""
     with anyio.fail_after(within):
         # Polling on purpose: expiry follows the store's clock and nothing signals it.

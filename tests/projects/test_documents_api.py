@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.harness import RunningServer, make_account
+from tests.harness import RunningServer, add_key, make_account
 
 README = """# Engram
 
@@ -245,10 +245,17 @@ def test_chunks_are_memories_delete_and_tags_work_on_them(api: RunningServer) ->
         assert len(chunks(http, "m", "README.md")) == 5
 
 
-def test_read_only_keys_list_but_cannot_index(api: RunningServer) -> None:
-    reader = make_account(api, scope="read")
-    with api.client(reader.key) as http:
+def test_read_only_keys_list_but_cannot_index_or_remove(api: RunningServer) -> None:
+    me = make_account(api)
+    with api.client(me.key) as http:
+        assert put(http, "r", {"path": "kept.md", "content": "# Kept\n\nStays.\n"}).status_code == 200
+    with api.client(add_key(api, me.user_id, scope="read").key) as http:
         assert put(http, "r", {"path": "a.md", "content": "# A\n"}).status_code == 403
-        assert http.get("/v1/sessions/r/documents").status_code == 200
+        for path in ("kept.md", "missing.md"):  # refused for the key, before anything is looked up
+            removed = http.delete("/v1/sessions/r/documents", params={"path": path})
+            assert removed.status_code == 403, removed.text
+        listed = http.get("/v1/sessions/r/documents")
+        assert listed.status_code == 200
+        assert [(d["path"], d["chunks"]) for d in listed.json()["documents"]] == [("kept.md", 1)]
     with httpx.Client(base_url=api.base_url) as anonymous:
         assert anonymous.get("/v1/sessions/r/documents").status_code == 401

@@ -132,7 +132,7 @@ class Deployment:
         deadline = time.monotonic() + 240
         while True:
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/healthz", timeout=10).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

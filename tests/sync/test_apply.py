@@ -335,3 +335,77 @@ async def test_many_versions_of_a_memory_in_one_batch_write_one_update_and_lose_
         assert all(h.new_content == "draft 6" for h in history[2:])
         [record] = await node.records(who.user_id)
         assert record.content == "draft 6"
+
+
+@pytest.mark.anyio
+async def test_equal_clocks_are_settled_by_origin_alike_on_every_node_whatever_the_arrival(
+    tmp_path: Path, embedder: Any
+) -> None:
+    memory = str(uuid.uuid4())
+    low, high = change(memory, 5, "n_a", content="written on a"), change(memory, 5, "n_b", content="written on b")
+    assert low.hlc == high.hlc
+    async with (
+        open_node(node_settings(tmp_path / "one"), embedder) as one,
+        open_node(node_settings(tmp_path / "two"), embedder) as two,
+    ):
+        for node, order in ((one, [low, high]), (two, [high, low])):
+            who = await node.user()
+            for sent in order:
+                await node.sync.applier.apply(who.user_id, received(node, [sent]))
+            [record] = await node.records(who.user_id)
+            assert (record.content, record.origin) == ("written on b", "n_b"), f"arrived as {[c.origin for c in order]}"
+
+
+@pytest.mark.anyio
+async def test_an_edit_that_loses_to_a_delete_is_kept_in_history_as_a_conflict(tmp_path: Path, embedder: Any) -> None:
+    async with open_node(node_settings(tmp_path), embedder) as node:
+        who = await node.user()
+        memory = str(uuid.uuid4())
+        await node.sync.applier.apply(who.user_id, received(node, [change(memory, 1, "n_a", content="original")]))
+        await node.sync.applier.apply(who.user_id, received(node, [change(memory, 10, "n_a", "delete", "original")]))
+        result = await node.sync.applier.apply(who.user_id, received(node, [change(memory, 5, "n_b", content="edit")]))
+        assert (result.applied, result.conflicts) == (0, 1)
+        history = (await node.container.memories.history(who, None, memory)).history
+        assert [h.event for h in history] == ["ADD", "DELETE", "CONFLICT"]
+        assert (history[-1].old_content, history[-1].new_content) == ("edit", None), "lost to a delete: no winner text"
+        assert history[-1].actor is not None and "n_b" in history[-1].actor
+        [record] = await node.records(who.user_id)
+        assert record.deleted_at is not None
+
+
+@pytest.mark.anyio
+async def test_a_vector_of_the_same_model_but_the_wrong_length_is_dropped_and_the_text_embedded(
+    tmp_path: Path, embedder: Any
+) -> None:
+    async with open_node(node_settings(tmp_path), embedder) as node:
+        who = await node.user()
+        model = node.container.engine.model_id
+        elsewhere = embedder.embed("the kitchen sink is leaking water")
+        short, long = str(uuid.uuid4()), str(uuid.uuid4())
+        batch = [
+            change(short, 1, "n_a", content="release notes for version two", vector=elsewhere[:-1], model=model),
+            change(long, 1, "n_a", content="the cat sleeps on the sofa", vector=[*elsewhere, 0.0], model=model),
+        ]
+        assert [c.vector for c in received(node, batch)] == [None, None]
+        assert (await node.sync.applier.apply(who.user_id, received(node, batch))).applied == 2
+        held = await node.container.engine.vectors([short, long])
+        assert [len(held[mid][1]) for mid in (short, long)] == [384, 384]
+        for mid, content in ((short, "release notes for version two"), (long, "the cat sleeps on the sofa")):
+            assert held[mid][1] == pytest.approx(embedder.embed(content), abs=1e-4), "embedded again from its text"
+        found = await node.container.memories.search(who, None, SearchIn(query="release notes version two", limit=1))
+        assert [r.id for r in found] == [short]
+
+
+@pytest.mark.anyio
+async def test_the_clock_skew_limit_is_the_setting_exactly(tmp_path: Path, embedder: Any) -> None:
+    limit = 20.0
+    async with open_node(node_settings(tmp_path, sync_max_clock_skew_seconds=limit), embedder) as node:
+        who = await node.user()
+
+        def ahead_by(seconds: float) -> ChangeWire:
+            stamp = hlc.encode((hlc.wall_ms() + int(seconds * 1000)) << 16)
+            return change(str(uuid.uuid4()), 1, "n_a").model_copy(update={"hlc": stamp})
+
+        with pytest.raises(ValidationFailed, match="ahead"):
+            await node.sync.applier.apply(who.user_id, received(node, [ahead_by(1.5 * limit)]))
+        assert (await node.sync.applier.apply(who.user_id, received(node, [ahead_by(0.5 * limit)]))).applied == 1

@@ -13,7 +13,7 @@ from sqlalchemy import event, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.principal import Principal
-from app.errors import QuotaExceeded
+from app.errors import Forbidden, QuotaExceeded
 from app.memories.models import MemoryEvent, MemoryRecord
 from app.sync.models import MemoryChange
 from app.sync.protocol import MAX_BATCH, ChangeWire, PushIn, PushOut
@@ -189,3 +189,25 @@ async def test_losers_read_a_memorys_history_once_per_push_not_once_each(
         result = await edge.sync.applier.apply(who.user_id, batch, pushed=True, finish=rows_read)
         assert result.conflicts == MAX_BATCH
         assert read[0] < 10 * (1_000 + MAX_BATCH), "a few reads of the history and the batch, not one per loser"
+
+
+@pytest.mark.anyio
+async def test_a_push_never_touches_another_tenants_memory_even_a_deleted_one(
+    tmp_path: Path, database_url: str | None, embedder: Any
+) -> None:
+    async with edge_on(tmp_path, database_url, embedder) as edge:
+        alice, mallory = await edge.user(), await edge.user()
+        live, deleted = str(uuid.uuid4()), str(uuid.uuid4())
+        await push(edge, alice, [change(live, 1, "n_a", content="alice's plan"), change(deleted, 1, "n_a")])
+        await push(edge, alice, [change(deleted, 2, "n_a", "delete", "alice's old secret")])
+        before = [(r.id, r.content, r.deleted_at, r.hlc, r.origin) for r in await edge.records(alice.user_id)]
+        log_before = len(await edge.log())
+        for target in (live, deleted):
+            for op in ("upsert", "delete"):
+                with pytest.raises(Forbidden):
+                    await push(edge, mallory, [change(target, 10**6, "n_m", op, "taken over")], node_id="n_m")
+        assert [(r.id, r.content, r.deleted_at, r.hlc, r.origin) for r in await edge.records(alice.user_id)] == before
+        assert await edge.records(mallory.user_id) == []
+        assert len(await edge.log()) == log_before
+        history = (await edge.container.memories.history(alice, None, deleted)).history
+        assert [h.event for h in history] == ["ADD", "DELETE"]

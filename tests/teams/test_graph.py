@@ -14,7 +14,7 @@ def refusal(new: list[tuple[str, list[str]]], existing: set[str] | None = None) 
     return refused.value.message
 
 
-def test_a_valid_batch_may_depend_on_itself_and_on_existing_tasks() -> None:
+def test_a_task_may_depend_on_others_of_its_batch_and_on_existing_tasks() -> None:
     check_batch([("b", ["a", "old"]), ("a", []), ("c", ["a", "b"])], {"old"})
 
 

@@ -158,11 +158,19 @@ def test_a_read_key_reads_tasks_but_cannot_change_them(api: RunningServer) -> No
     me = make_account(api)
     writer = Agent(api.client(me.key), "ro", "lead")
     writer.create({"id": "a", "description": "x"})
+    writer.create({"id": "c", "description": "z"})
+    assert writer.claim("c").status_code == 200
     reader = Agent(api.client(add_key(api, me.user_id, scope="read").key), "ro", "reader")
-    assert list(reader.tasks()) == ["a"]
+    assert list(reader.tasks()) == ["a", "c"]
     assert reader.claim("a").status_code == 403
     assert reader.request("POST", "/tasks", json={"tasks": [{"id": "b", "description": "y"}]}).status_code == 403
-    assert writer.tasks()["a"]["status"] == "available"
+    # Even under the assignee's own name, a read key neither completes nor releases its task.
+    as_lead = Agent(reader.http, "ro", "lead")
+    assert as_lead.complete("c").status_code == 403
+    assert as_lead.release("c").status_code == 403
+    tasks = writer.tasks()
+    assert tasks["a"]["status"] == "available"
+    assert (tasks["c"]["status"], tasks["c"]["assignee"]) == ("in_progress", "lead")
 
 
 def test_tasks_are_isolated_between_sessions_and_tenants(api: RunningServer) -> None:

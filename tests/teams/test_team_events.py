@@ -28,7 +28,7 @@ def test_the_sse_stream_carries_joins_messages_and_tasks(
         a.create({"id": "parser", "description": "write it"})
         b.claim("parser")
         Agent(http, "other", "z").join("elsewhere")  # another session: never on this stream
-        events = [received.get(timeout=5) for _ in range(4)]
+        events = [received.get(timeout=30) for _ in range(4)]
     assert [(e["event"], e["agent"]) for e in events] == [
         ("agent", "a"),
         ("message", "a"),

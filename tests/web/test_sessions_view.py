@@ -57,12 +57,12 @@ def test_the_event_stream_pushes_claims_to_the_logged_in_user(browser: Callable[
                         events.put((kind, json.loads(line[6:])))
 
         threading.Thread(target=listen, daemon=True).start()
-        assert events.get(timeout=15)[0] == "ready"
+        assert events.get(timeout=30)[0] == "ready"
         with me.api(key) as api:
             claim = {"agent": "claude", "file_paths": ["a.py"]}
             assert api.post("/v1/sessions/live/claims", json=claim).status_code == 200
         try:
-            kind, payload = events.get(timeout=15)
+            kind, payload = events.get(timeout=30)
         except Empty:
             raise AssertionError("no claim event arrived") from None
     assert kind == "claim" and payload["agent"] == "claude"
