@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from app.column_limits import MAX_INT64, MIN_INT64
 from app.errors import ValidationFailed
 
 MAX_METADATA_KEYS = 50
@@ -53,6 +54,9 @@ def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
             return f"metadata key {key[:80]!r} {problem}"
         if isinstance(value, str) and (problem := text_problem(value)):
             return f"metadata value of {key!r} {problem}"
+        if isinstance(value, int) and not MIN_INT64 <= value <= MAX_INT64:
+            # Stored as JSON, but compared in SQL and in the index, where a number is at most 64 bits.
+            return f"metadata value of {key!r} must be a whole number between {MIN_INT64} and {MAX_INT64}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"metadata value of {key!r} must be a finite number"
         if value is not None and not isinstance(value, str | int | float | bool):

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from app.column_limits import MAX_INT32
 from app.identity import MAX_NAME, NAME_PATTERN
 from app.memories.lexical import DOCUMENT_KIND
 from app.memories.scopes import Scope, Visibility
@@ -83,7 +84,9 @@ class SearchIn(_In):
     session: Name | None = None
     agent: Name | None = None
     tags: list[Tag] | None = Field(default=None, description="Only memories that carry all of these tags.")
-    metadata: dict[str, str | int | float | bool] | None = Field(default=None, description="Equality filters.")
+    metadata: Annotated[dict[str, str | int | float | bool], AfterValidator(pydantic_metadata)] | None = Field(
+        default=None, description="Equality filters."
+    )
     threshold: float | None = Field(
         default=None,
         ge=0.0,
@@ -165,9 +168,9 @@ class HistoryEntry(BaseModel):
 # A memory's history comes a page at a time: losing sync versions and edits can make it long.
 HISTORY_PAGE = 100
 MAX_HISTORY_PAGE = 1000
-# The largest event id a database can hold (a signed 64-bit integer): a larger cursor is the caller's mistake, not a
-# value to hand SQLite, whose driver cannot bind it (an OverflowError, a 500).
-MAX_EVENT_ID = 2**63 - 1
+# The largest event id: memory_events.id is a PostgreSQL integer. A larger cursor is the caller's mistake, not a
+# value to hand the driver (SQLite's OverflowError past 64 bits, asyncpg's DataError past 32: a 500).
+MAX_EVENT_ID = MAX_INT32
 
 
 class HistoryResponse(BaseModel):

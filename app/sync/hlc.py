@@ -12,9 +12,12 @@ import threading
 import time
 from collections.abc import Callable
 
+from app.column_limits import MAX_INT64
 from app.errors import ValidationFailed
 
 LOGICAL_BITS = 16
+# Versions are stored as 64-bit integers (bigint): the milliseconds get the 47 bits left above the counter.
+MAX_MS = MAX_INT64 >> LOGICAL_BITS
 _WIRE = re.compile(r"^(\d{1,15})\.(\d{1,5})$")
 
 
@@ -33,7 +36,7 @@ def encode(hlc: int) -> str:
 
 def decode(text: str) -> int:
     match = _WIRE.match(text) if isinstance(text, str) else None
-    if match is None or int(match.group(2)) >= 1 << LOGICAL_BITS:
+    if match is None or int(match.group(2)) >= 1 << LOGICAL_BITS or int(match.group(1)) > MAX_MS:
         raise ValidationFailed(f"hlc {str(text)[:40]!r} is not '<milliseconds>.<counter>'", field="hlc")
     return (int(match.group(1)) << LOGICAL_BITS) | int(match.group(2))
 

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import Row
 
+from app.column_limits import MAX_INT64
 from app.errors import ValidationFailed
 from app.identity import Identity
 from app.memories.models import MemoryRecord, NewMemory
@@ -302,8 +303,10 @@ class Cursor:
         if not text:
             return None
         match = re.fullmatch(r"l(\d{1,19})|s(\d{1,19})\.([0-9a-f-]{0,36})", text)
-        if match is None:
+        seq = None if match is None else int(match.group(1) or match.group(2))
+        # The log position is a bigint: a larger one (19 digits can be) cannot be bound, let alone returned here.
+        if match is None or seq is None or seq > MAX_INT64:
             raise ValidationFailed("cursor is not one this edge returned", field="cursor")
         if match.group(1) is not None:
-            return Cursor(int(match.group(1)))
-        return Cursor(int(match.group(2)), match.group(3))
+            return Cursor(seq)
+        return Cursor(seq, match.group(3))

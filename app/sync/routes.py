@@ -17,7 +17,7 @@ from app.container import Container, container_of
 from app.errors import Forbidden, ServiceUnavailable, Unauthorized
 from app.oauth import resources, scopes
 from app.observability.request_id import note_user
-from app.sync.edge import EdgeSync
+from app.sync.edge import MAX_PULL_LIMIT, MAX_WAIT_SECONDS, EdgeSync
 from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushIn, PushOut, encode_json
 
 SYNC_PATH = resources.SYNC_PATH
@@ -81,8 +81,8 @@ class SyncController(Controller):
         request: Request[Any, Any, Any],
         container: Container,
         cursor: str | None = Parameter(default=None, max_length=200),
-        limit: int = Parameter(default=500),
-        wait: float = Parameter(default=0.0),
+        limit: int = Parameter(default=500, ge=1, le=MAX_PULL_LIMIT),
+        wait: float = Parameter(default=0.0, ge=0, le=MAX_WAIT_SECONDS),
         node: str | None = Parameter(default=None, max_length=40, pattern=r"^[A-Za-z0-9_.:-]{1,40}$"),
         name: str | None = Parameter(default=None, max_length=200),
     ) -> Response[bytes]:

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, computed_field, model_validator
 
+from app.column_limits import MAX_INT32
 from app.coordination.rules import MAX_PATH_CHARS, MAX_PATHS
 from app.text import pydantic_text
 
@@ -23,6 +24,8 @@ MAX_DEPS = 100
 MAX_DESCRIPTION_CHARS = 4_000
 MAX_RESULT_CHARS = 16_000
 MAX_INBOX_PAGE = 200
+# Message ids are PostgreSQL integers (session_messages.id): a larger one names no message and cannot be bound.
+MAX_MESSAGE_ID = MAX_INT32
 
 MessageKind = Literal["question", "answer", "status", "task", "contract", "diff"]
 MESSAGE_KINDS: tuple[str, ...] = ("question", "answer", "status", "task", "contract", "diff")
@@ -71,7 +74,9 @@ class MessageIn(_In):
     kind: MessageKind = Field(description="question, answer, status, task, contract or diff.")
     content: Text = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="The message itself.")
     attachments: list[AttachmentIn] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
-    reply_to: int | None = Field(default=None, ge=1, description="The id of the message this one answers.")
+    reply_to: int | None = Field(
+        default=None, ge=1, le=MAX_MESSAGE_ID, description="The id of the message this one answers."
+    )
 
 
 class TaskIn(_In):
