@@ -43,7 +43,7 @@ from app.oauth.verifier import OAuthTokenVerifier
 from app.observability.metrics import Metrics
 from app.observability.middleware import install as install_observability
 from app.observability.routes import metrics as metrics_route
-from app.openapi.swagger import render_plugins
+from app.openapi.swagger import docs_router, render_plugins
 from app.projects.documents import DocumentService
 from app.projects.routes import DocumentController
 from app.projects.runtime import projects_lifespan
@@ -243,6 +243,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             description="Hosted memory for AI coding agents.",
             path="/docs",
             render_plugins=render_plugins(),
+            openapi_router=docs_router("/docs"),
             components=Components(
                 security_schemes={
                     "bearer": SecurityScheme(
