@@ -19,6 +19,8 @@ LOGICAL_BITS = 16
 # Versions are stored as 64-bit integers (bigint): the milliseconds get the 47 bits left above the counter.
 MAX_MS = MAX_INT64 >> LOGICAL_BITS
 _WIRE = re.compile(r"^(\d{1,15})\.(\d{1,5})$")
+# The wire form as the schema states it: the counter below 2**16 (the milliseconds' bound is left to decode).
+WIRE_PATTERN = r"^\d{1,15}\.(\d{1,4}|[0-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])$"
 
 
 def wall_ms() -> int:

@@ -11,8 +11,9 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, computed_field, model_validator
 
 from app.column_limits import MAX_INT32
-from app.coordination.rules import MAX_PATH_CHARS, MAX_PATHS
-from app.text import pydantic_text
+from app.coordination.rules import MAX_PATH_CHARS, MAX_PATHS, PATH_SCHEMA
+from app.json_body import JsonIn
+from app.text import NO_NUL_SCHEMA, NOT_BLANK_SCHEMA, pydantic_text
 
 MAX_CAPABILITIES = 20
 MAX_MESSAGE_CHARS = 16_000
@@ -37,16 +38,19 @@ AgentState = Literal["active", "idle"]
 RoleName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
 TaskId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
 # Every stored text goes through the one rule of app.text (the services check it again).
-Text = Annotated[str, AfterValidator(pydantic_text)]
+Text = Annotated[str, AfterValidator(pydantic_text), Field(json_schema_extra=NO_NUL_SCHEMA)]
 Label = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), AfterValidator(pydantic_text)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=64),
+    AfterValidator(pydantic_text),
+    Field(json_schema_extra=NOT_BLANK_SCHEMA),
 ]
-FilePath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_CHARS)]
+FilePath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_CHARS), PATH_SCHEMA]
 Recipient = Annotated[str, StringConstraints(min_length=1, max_length=70)]
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _In(JsonIn):
+    """A request body."""
 
 
 class JoinIn(_In):
@@ -58,6 +62,16 @@ class JoinIn(_In):
 
 
 class AttachmentIn(_In):
+    # Exactly one of diff and content, as the schema says it.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [given], "properties": {given: {"type": "string"}, left: {"type": "null"}}}
+                for given, left in (("diff", "content"), ("content", "diff"))
+            ]
+        }
+    )
+
     file: FilePath = Field(description="The file the attachment is about, relative to the repository root.")
     diff: Text | None = Field(default=None, max_length=MAX_ATTACHMENT_CHARS, description="A unified diff of the file.")
     content: Text | None = Field(default=None, max_length=MAX_ATTACHMENT_CHARS, description="The file's content.")
