@@ -45,9 +45,9 @@ expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
 # every code path of theirs, so they get the coverage phase too (boundary values, invalid values of every kind, other
 # methods); a read key or none is refused early by most operations, so fuzzing a little suffices.
 RUNS = {
-    "write": ("^/v1/", "12", "coverage,fuzzing"),
-    "sync": ("^/sync/v1/", "25", "coverage,fuzzing"),
-    "read": ("^/v1/", "5", "fuzzing"),
+    "write": ("^/v1/", "8", "coverage,fuzzing"),
+    "sync": ("^/sync/v1/", "15", "coverage,fuzzing"),
+    "read": ("^/v1/", "4", "fuzzing"),
     "none": ("^/(v1|sync/v1)/", "3", "fuzzing"),
 }
 # Fixed, so a run is repeatable; set ENGRAM_SCHEMATHESIS_SEED to explore other inputs.
