@@ -30,6 +30,7 @@ from app.openapi import SSE_EVENTS_OPT, error_responses, name_parameter
 from app.sessions.schemas import SSE_EVENTS, ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
 from app.sessions.service import MAX_CLAIM_MINUTES, MAX_SYNC_MINUTES
 from app.sessions.sse import event_stream
+from app.text import NOT_BLANK_SCHEMA
 
 KEEPALIVE_SECONDS = 15
 AgentParam = Annotated[str, name_parameter("agent", "The agent acting in the session")]
@@ -65,7 +66,9 @@ class ReleaseIn(_In):
 class BroadcastIn(_In):
     agent: Name
     file_paths: list[FilePath] = Field(default_factory=list, max_length=MAX_PATHS)
-    changes_summary: str = Field(min_length=1, max_length=MAX_SUMMARY_CHARS)
+    changes_summary: str = Field(
+        min_length=1, max_length=MAX_SUMMARY_CHARS, json_schema_extra=NOT_BLANK_SCHEMA
+    )  # check_summary enforces it
 
 
 class SessionController(Controller):
