@@ -45,7 +45,9 @@ from app.oauth.verifier import OAuthTokenVerifier
 from app.observability.metrics import Metrics
 from app.observability.middleware import install as install_observability
 from app.observability.routes import metrics as metrics_route
-from app.openapi.swagger import render_plugins
+from app.openapi.params import refuse_null_words
+from app.openapi.swagger import docs_router, render_plugins
+from app.options_allow import bind_options_to_their_routes
 from app.projects.documents import DocumentService
 from app.projects.routes import DocumentController
 from app.projects.runtime import projects_lifespan
@@ -244,6 +246,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         exception_handlers=html_for_browsers(EXCEPTION_HANDLERS),
         template_config=template_config,
         before_send=[send_pending_cookies],
+        before_request=refuse_null_words,
         lifespan=[lifespan, web_lifespan, oauth_lifespan, projects_lifespan],
         request_max_body_size=settings.max_body_bytes,
         request_class=JsonRequest,
@@ -253,6 +256,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             description="Hosted memory for AI coding agents.",
             path="/docs",
             render_plugins=render_plugins(),
+            openapi_router=docs_router("/docs"),
             components=Components(
                 security_schemes={
                     "bearer": SecurityScheme(
@@ -270,6 +274,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         logging_config=None,
         debug=False,
     )
+    bind_options_to_their_routes(app)
     app.asgi_handler = ReleaseSlots(Mem0Paths(app.asgi_handler))
     install_observability(app, metrics, {MCP_MOUNT: MCP_MOUNT + "/{client_name}/{user_id}"})
     # Outermost: every layer below (logs, limits, handlers) sees the client the trusted proxy named.

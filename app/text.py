@@ -13,12 +13,21 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic.json_schema import JsonDict
+
+from app.column_limits import MAX_INT64, MIN_INT64
 from app.errors import ValidationFailed
 
 MAX_METADATA_KEYS = 50
 MAX_METADATA_KEY_CHARS = 64
 # The whole metadata object as JSON: it rides in the index payload of every point, so it stays small.
 MAX_METADATA_CHARS = 4000
+
+
+# The rule as JSON Schema says it (a lone surrogate cannot be written in a schema, nor sent as UTF-8 anyway): for the
+# document, so that a client or a fuzzer knows which text is refused. ``NOT_BLANK`` also wants a non-space character.
+NO_NUL_SCHEMA: JsonDict = {"pattern": "^[^\\x00]*$"}
+NOT_BLANK_SCHEMA: JsonDict = {"pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}
 
 
 def text_problem(value: str) -> str | None:
@@ -47,12 +56,17 @@ def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
     if len(metadata) > MAX_METADATA_KEYS:
         return f"metadata has {len(metadata)} keys; at most {MAX_METADATA_KEYS}"
     for key, value in metadata.items():
-        if not isinstance(key, str) or not key or len(key) > MAX_METADATA_KEY_CHARS or "." in key:
-            return f"metadata key {str(key)[:80]!r} must be 1-{MAX_METADATA_KEY_CHARS} characters without '.'"
+        # '.' separates a path, and the index cannot name a key holding '"' or '\\' in a filter.
+        if not isinstance(key, str) or not key or len(key) > MAX_METADATA_KEY_CHARS or any(c in key for c in '."\\'):
+            rule = f"1-{MAX_METADATA_KEY_CHARS} characters without '.', '\"' or '\\'"
+            return f"metadata key {str(key)[:80]!r} must be {rule}"
         if problem := text_problem(key):
             return f"metadata key {key[:80]!r} {problem}"
         if isinstance(value, str) and (problem := text_problem(value)):
             return f"metadata value of {key!r} {problem}"
+        if isinstance(value, int) and not MIN_INT64 <= value <= MAX_INT64:
+            # Stored as JSON, but compared in SQL and in the index, where a number is at most 64 bits.
+            return f"metadata value of {key!r} must be a whole number between {MIN_INT64} and {MAX_INT64}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"metadata value of {key!r} must be a finite number"
         if value is not None and not isinstance(value, str | int | float | bool):

@@ -19,6 +19,8 @@ MAX_PART = 2**64 - 1
 MAX_LIFE = 2**20
 START = "0-0"
 _CURSOR_RE = re.compile(r"^(?:(\d{1,7})\.)?(\d{1,20})-(\d{1,20})$")
+# The form the schemas state: a shade narrower than _CURSOR_RE, so that every cursor it allows is within the bounds.
+CURSOR_PATTERN = r"^(\d{1,6}\.)?\d{1,19}-\d{1,19}$"
 # Fencing tokens of a life count up from life * 2**32: a later life's tokens exceed every earlier one's.
 LIFE_TOKEN_BASE = 2**32
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Sequence
+
+from pydantic import Field
 
 from app.coordination.models import SessionKey
 from app.errors import ValidationFailed
@@ -22,6 +25,17 @@ FEED_MAX_ENTRIES = 10_000
 DEFAULT_PRESENCE_TTL_SECONDS = 24 * 60 * 60
 # Fencing counters and the change feed outlive any claim by far; they go once a session is idle this long.
 DEFAULT_RETENTION_SECONDS = 30 * 24 * 60 * 60
+
+
+# A file path: no control characters, and something besides spaces, dots and slashes (else it names no file). The
+# schemas state it (so a client and a fuzzer know it) and normalise_path enforces it.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+OPERATION_PATTERN = r"^\s*[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?\s*$"
+PATH_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f./\\][^\x00-\x1f\x7f-\x9f]*$"
+
+
+# For a file path's type: the schema states the rule, normalise_path enforces it with a message that says what is wrong.
+PATH_SCHEMA = Field(json_schema_extra={"pattern": PATH_PATTERN})
 
 
 def _printable(value: str) -> bool:
@@ -46,8 +60,8 @@ def check_agent(agent: str, part: str = "agent") -> str:
 def check_operation(operation: str) -> str:
     """A short free label such as "write" or "read"; it does not change how claims conflict."""
     value = operation.strip() if isinstance(operation, str) else ""
-    if not value or len(value) > MAX_OPERATION_CHARS or not _printable(value):
-        raise ValidationFailed(f"operation must be 1-{MAX_OPERATION_CHARS} printable characters")
+    if not value or len(value) > MAX_OPERATION_CHARS or _CONTROL.search(value):
+        raise ValidationFailed(f"operation must be 1-{MAX_OPERATION_CHARS} characters, no control characters")
     return value
 
 
@@ -75,7 +89,7 @@ def normalise_path(path: str) -> str:
         raise ValidationFailed("a path is empty")
     if len(value) > MAX_PATH_CHARS:
         raise ValidationFailed(f"path {value[:60]!r}... is longer than {MAX_PATH_CHARS} characters")
-    if not _printable(value):
+    if _CONTROL.search(value):
         raise ValidationFailed(f"path {value!r} contains control characters")
     # POSIX keeps a leading '//' as special; a file path here never means that.
     value = posixpath.normpath(value)

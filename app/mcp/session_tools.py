@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from app.coordination.rules import MAX_PATH_CHARS, MAX_PATHS, MAX_SUMMARY_CHARS
+from app.coordination.rules import MAX_PATH_CHARS, MAX_PATHS, MAX_SUMMARY_CHARS, PATH_SCHEMA
 from app.mcp.caller import Caller
 from app.mcp.tools import Args, Toolset
 from app.sessions.schemas import ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
@@ -14,7 +14,7 @@ from app.sessions.service import MAX_CLAIM_MINUTES, MAX_SYNC_MINUTES
 
 session_tools = Toolset()
 
-FilePath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_CHARS)]
+FilePath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_CHARS), PATH_SCHEMA]
 _PATHS = "Paths relative to the repository root, e.g. ['src/app.py']; 1-100 of them."
 
 

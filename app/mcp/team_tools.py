@@ -14,6 +14,7 @@ from app.teams.schemas import (
     MAX_ATTACHMENTS,
     MAX_INBOX_PAGE,
     MAX_MESSAGE_CHARS,
+    MAX_MESSAGE_ID,
     MAX_PATHS,
     MAX_RESULT_CHARS,
     MAX_TASKS_PER_CALL,
@@ -58,7 +59,9 @@ class SendArgs(Args):
         max_length=MAX_ATTACHMENTS,
         description="Files that go with it, each {file, diff} or {file, content}.",
     )
-    reply_to: int | None = Field(default=None, ge=1, description="The id of the message you are answering.")
+    reply_to: int | None = Field(
+        default=None, ge=1, le=MAX_MESSAGE_ID, description="The id of the message you are answering."
+    )
 
 
 class InboxArgs(Args):

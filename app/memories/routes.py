@@ -73,7 +73,7 @@ class MemoryController(Controller):
         summary="Add one memory, or a batch with {'memories': [...]}",
         operation_class=body_one_of(MemoryIn, MemoryBatchIn),
         responses={
-            **error_responses(403, 413, 503),
+            **error_responses(403, 409, 413, 503),
             HTTP_200_OK: ResponseSpec(NothingInferred, description="infer found nothing to keep; nothing stored"),
         },
     )
@@ -139,7 +139,7 @@ class MemoryController(Controller):
     @patch(
         "/memories/{memory_id:str}",
         summary="Change a memory's content, tags or metadata",
-        responses=error_responses(403, 404, 413, 503),
+        responses=error_responses(403, 404, 409, 413, 503),
     )
     async def update(self, memory_id: str, data: MemoryPatch, principal: Principal, container: Container) -> MemoryOut:
         return await container.memories.update(principal, None, memory_id, data)

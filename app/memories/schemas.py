@@ -7,15 +7,27 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from app.column_limits import MAX_INT32
 from app.identity import MAX_NAME, NAME_PATTERN
+from app.json_body import JsonIn
 from app.memories.lexical import DOCUMENT_KIND
 from app.memories.scopes import Scope, Visibility
-from app.text import MAX_METADATA_KEYS, pydantic_metadata, pydantic_text
+from app.text import (
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_KEYS,
+    NO_NUL_SCHEMA,
+    NOT_BLANK_SCHEMA,
+    pydantic_metadata,
+    pydantic_text,
+)
 
 # Every stored text field goes through the one rule of app.text; REST and MCP use these same types.
-Text = Annotated[str, AfterValidator(pydantic_text)]
+Text = Annotated[str, AfterValidator(pydantic_text), Field(json_schema_extra=NO_NUL_SCHEMA)]
 Tag = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), AfterValidator(pydantic_text)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=64),
+    AfterValidator(pydantic_text),
+    Field(json_schema_extra=NOT_BLANK_SCHEMA),
 ]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME, pattern=NAME_PATTERN)]
 # The end user of the account's app a memory is about (Mem0's user_id): free text, since apps use emails and ids.
@@ -23,21 +35,57 @@ MAX_END_USER = 128
 EndUser = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_END_USER), AfterValidator(pydantic_text)
 ]
-MetadataValue = str | int | float | bool | None
-Metadata = Annotated[dict[str, MetadataValue], AfterValidator(pydantic_metadata)]
+MetadataText = Annotated[str, Field(json_schema_extra=NO_NUL_SCHEMA)]
+MetadataValue = MetadataText | int | float | bool | None
+# What app.text.metadata_problem checks of the keys, as the schema says it (the total size it checks too is not said).
+METADATA_KEYS: dict[str, Any] = {
+    "maxProperties": MAX_METADATA_KEYS,
+    "propertyNames": {"minLength": 1, "maxLength": MAX_METADATA_KEY_CHARS, "pattern": '^[^."\\\\\\x00]*$'},
+}
+Metadata = Annotated[
+    dict[str, MetadataValue], AfterValidator(pydantic_metadata), Field(json_schema_extra=METADATA_KEYS)
+]
 MAX_TAGS = 20
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _In(JsonIn):
+    """A request body."""
 
 
 def _unique_tags(tags: list[str]) -> list[str]:
     return list(dict.fromkeys(tags))
 
 
+# Rules between fields, stated in the schema so that a client (or a fuzzer) can tell a request the API will refuse.
+def needs_string(field: str, *, when: dict[str, Any]) -> dict[str, Any]:
+    """``field`` must be a string whenever the property in ``when`` is present and matches its schema."""
+    return {
+        "anyOf": [
+            {"properties": {name: {"not": schema} for name, schema in when.items()}},
+            {"required": [field], "properties": {field: {"type": "string"}}},
+        ]
+    }
+
+
+AGENT_NEEDS_SESSION = needs_string("session", when={"agent": {"type": "string"}})
+# What app.memories.scopes.visibility_key asks of a write (a role, for scope role, the session's state decides).
+SCOPE_NEEDS: dict[str, Any] = {
+    "allOf": [
+        AGENT_NEEDS_SESSION,
+        needs_string("session", when={"scope": {"const": "session"}}),
+        needs_string("agent", when={"scope": {"const": "agent"}}),
+    ]
+}
+
+
 class MemoryIn(_In):
-    content: Text = Field(min_length=1, description="The memory text, stored verbatim unless infer is true.")
+    model_config = ConfigDict(json_schema_extra=SCOPE_NEEDS)
+
+    content: Text = Field(
+        min_length=1,
+        description="The memory text, stored verbatim unless infer is true.",
+        json_schema_extra=NOT_BLANK_SCHEMA,
+    )
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     metadata: Metadata = Field(
         default_factory=dict,
@@ -72,6 +120,16 @@ class MemoryBatchIn(_In):
 
 
 class MemoryPatch(_In):
+    # Something to change: at least one field, and not null.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+                for name in ("content", "tags", "metadata", "scope", "visibility")
+            ]
+        }
+    )
+
     content: Text | None = Field(default=None, min_length=1)
     tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS)
     metadata: Metadata | None = None
@@ -87,12 +145,21 @@ class MemoryPatch(_In):
 
 
 class SearchIn(_In):
+    model_config = ConfigDict(json_schema_extra=AGENT_NEEDS_SESSION)
+
     query: str = Field(min_length=1, max_length=4000)
     limit: int = Field(default=10, ge=1, le=100)
     session: Name | None = None
     agent: Name | None = None
     tags: list[Tag] | None = Field(default=None, description="Only memories that carry all of these tags.")
-    metadata: dict[str, str | int | float | bool] | None = Field(default=None, description="Equality filters.")
+    metadata: (
+        Annotated[
+            dict[str, MetadataText | int | float | bool],
+            AfterValidator(pydantic_metadata),
+            Field(json_schema_extra=METADATA_KEYS),
+        ]
+        | None
+    ) = Field(default=None, description="Equality filters.")
     end_user: EndUser | None = Field(default=None, description="Only memories about this end user of your app.")
     threshold: float | None = Field(
         default=None,
@@ -177,9 +244,9 @@ class HistoryEntry(BaseModel):
 # A memory's history comes a page at a time: losing sync versions and edits can make it long.
 HISTORY_PAGE = 100
 MAX_HISTORY_PAGE = 1000
-# The largest event id a database can hold (a signed 64-bit integer): a larger cursor is the caller's mistake, not a
-# value to hand SQLite, whose driver cannot bind it (an OverflowError, a 500).
-MAX_EVENT_ID = 2**63 - 1
+# The largest event id: memory_events.id is a PostgreSQL integer. A larger cursor is the caller's mistake, not a
+# value to hand the driver (SQLite's OverflowError past 64 bits, asyncpg's DataError past 32: a 500).
+MAX_EVENT_ID = MAX_INT32
 
 
 class HistoryResponse(BaseModel):

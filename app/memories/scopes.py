@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from app.errors import ValidationFailed
+from app.errors import Conflict, ValidationFailed
 from app.identity import Identity, validate_name
 
 Scope = Literal["user", "session", "agent", "role"]
@@ -62,7 +62,8 @@ def _public_key(scope: Scope, identity: Identity, role: str | None) -> str:
         return "user"
     if scope == "role":
         if role is None:
-            raise ValidationFailed(
+            # The request is sound; the session's state (no role joined) refuses it.
+            raise Conflict(
                 "scope 'role' needs a role: join the session first (session_join, or POST /v1/sessions/{session}/"
                 "agents?agent=NAME)",
                 field="scope",
@@ -113,13 +114,16 @@ def reachable_scopes(scope: Scope) -> list[Scope]:
 
 
 def check_widening(old: Scope, new: Scope, old_visibility: Visibility, new_visibility: Visibility) -> None:
-    """A memory's reach may grow, never shrink: anything else is refused, naming the move."""
+    """A memory's reach may grow, never shrink: anything else is refused, naming the move. A conflict (409) with the
+    memory as it stands, not a malformed request."""
     if new != old and new not in _WIDER[old]:
         reason = "narrowing" if old in _WIDER[new] else "moving between scopes that reach different readers"
-        raise ValidationFailed(
+        raise Conflict(
             f"scope {old} -> {new} is refused ({reason}); a memory's scope can only be widened: "
             "agent -> session, role or user; session or role -> user",
             field="scope",
         )
     if old_visibility == "public" and new_visibility == "private":
-        raise ValidationFailed("visibility public -> private is refused: a shared memory cannot be taken back")
+        raise Conflict(
+            "visibility public -> private is refused: a shared memory cannot be taken back", field="visibility"
+        )

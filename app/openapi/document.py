@@ -25,6 +25,8 @@ from pydantic.json_schema import models_json_schema
 from app.openapi.errors import DESCRIPTIONS, HEADERS, ErrorBody
 
 Mode = Literal["validation", "serialization"]
+# A handler's ``opt`` key: the events of its ``text/event-stream`` answer, by name, each with the model of its data.
+SSE_EVENTS_OPT = "sse_events"
 REF = "#/components/schemas/{model}"
 
 
@@ -72,6 +74,7 @@ def _models_of(app: Litestar) -> dict[type[BaseModel], Mode]:
         taken = [*getattr(handler.operation_class, "body_models", ())]
         if (data := signature.parameters.get("data")) is not None:
             taken.extend(_models_in(data.annotation))
+        given.extend((handler.opt.get(SSE_EVENTS_OPT) or {}).values())
         for model in given:
             found.setdefault(model, "serialization")
         for model in taken:
@@ -142,12 +145,82 @@ def _replace_litestar_errors(responses: dict[str, Any]) -> None:
             responses.setdefault("422" if status == "400" else status, _error(422 if status == "400" else int(status)))
 
 
+_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
+def _parameter_bounds(app: Litestar) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """(path, method, parameter name, its numeric bounds) of every documented operation, from the handlers."""
+    for route in app.routes:
+        if not isinstance(route, HTTPRoute):
+            continue
+        for handler in route.route_handlers:
+            if not handler.resolve_include_in_schema():
+                continue
+            for name, parameter in handler.parsed_fn_signature.parameters.items():
+                kwarg = parameter.kwarg_definition
+                bounds = {
+                    key: getattr(kwarg, attr) for attr, key in _BOUNDS.items() if getattr(kwarg, attr, None) is not None
+                }
+                if bounds:
+                    query = getattr(kwarg, "query", None) or name
+                    for method in handler.http_methods:
+                        yield route.path_format, method.lower(), query, bounds
+
+
+def _describe_event_streams(document: dict[str, Any], app: Litestar) -> None:
+    """An event stream is text, a line at a time: the schema says so, and names each event with its data's shape
+    (``x-events``; OpenAPI 3.1 has no keyword for the items of a stream)."""
+    for route in app.routes:
+        if not isinstance(route, HTTPRoute):
+            continue
+        for handler in route.route_handlers:
+            events: dict[str, type[BaseModel]] | None = handler.opt.get(SSE_EVENTS_OPT)
+            if not events or not handler.resolve_include_in_schema():
+                continue
+            for method in handler.http_methods:
+                operation = document["paths"][route.path_format][method.lower()]
+                media = operation["responses"]["200"]["content"]["text/event-stream"]
+                media["schema"] = {
+                    "type": "string",
+                    "description": "Server-Sent Events: each is `event: NAME`, one `data:` line of JSON shaped as "
+                    "`x-events` says for NAME, and for a change its cursor as `id:`. A `: keepalive` comment comes "
+                    "after 15 s of quiet.",
+                    "x-events": {name: {"$ref": REF.format(model=model.__name__)} for name, model in events.items()},
+                }
+
+
+def _restore_parameter_bounds(document: dict[str, Any], app: Litestar) -> None:
+    """Litestar drops a bound of 0 (falsy) and the bounds of an optional parameter; the handler still has them."""
+    for path, method, name, bounds in _parameter_bounds(app):
+        operation = document.get("paths", {}).get(path, {}).get(method)
+        for parameter in (operation or {}).get("parameters", []):
+            if parameter.get("name") == name and isinstance(parameter.get("schema"), dict):
+                parameter["schema"].update(bounds)
+
+
+def _this_servers_limits(components: dict[str, Any], app: Litestar) -> None:
+    """What this server's settings allow, where they narrow the models: a memory's length, and infer without an LLM."""
+    container = app.state.get("container")
+    memory_in = components.get("MemoryIn", {}).get("properties")
+    if container is None or not memory_in:
+        return
+    memory_in["content"]["maxLength"] = container.settings.max_memory_chars
+    if not container.engine.infer_available:
+        memory_in["infer"] = {
+            "type": "boolean",
+            "const": False,
+            "default": False,
+            "description": "Always false here: this server has no LLM configured (ENGRAM_LLM_BASE_URL).",
+        }
+
+
 def finalize(document: dict[str, Any], app: Litestar) -> dict[str, Any]:
     """A copy of Litestar's document with exact model schemas, the body limit's 413, error headers and non-null
     query parameters."""
     document = copy.deepcopy(document)
     components = document.setdefault("components", {}).setdefault("schemas", {})
     components.update(_component_schemas(_models_of(app)))
+    _this_servers_limits(components, app)
     for operation in _operations(document):
         responses = operation.setdefault("responses", {})
         _replace_litestar_errors(responses)
@@ -167,4 +240,6 @@ def finalize(document: dict[str, Any], app: Litestar) -> dict[str, Any]:
             headers = HEADERS.get(int(status)) if status.isdigit() else None
             if headers:
                 response["headers"] = {**response.get("headers", {}), **headers}
+    _restore_parameter_bounds(document, app)
+    _describe_event_streams(document, app)
     return document

@@ -12,6 +12,7 @@ from litestar.static_files import create_static_files_router
 from swagger_ui_bundle import swagger_ui_path
 
 from app.openapi.document import finalize
+from app.web.pages import PAGE_HEADERS
 
 HERE = Path(__file__).resolve().parent
 ASSETS = "/assets"
@@ -73,3 +74,12 @@ class FinishedJson(JsonRenderPlugin):
 
 def render_plugins() -> list[OpenAPIRenderPlugin]:
     return [OfflineSwagger(), FinishedJson()]
+
+
+def docs_router(path: str = "/docs") -> Router:
+    """The router Litestar fills with the docs' routes: every answer under ``/docs`` (the page, its assets, the
+    document, a 404) carries the headers every page does. Swagger UI runs under that policy as is: its script is a
+    file, and it styles through the DOM, which ``style-src 'self'`` allows."""
+    # The docs hold nothing private, and Swagger UI's 1.5 MB of assets are worth caching: no Cache-Control of pages.
+    headers = {name: value for name, value in PAGE_HEADERS.items() if name != "Cache-Control"}
+    return Router(path, route_handlers=[], include_in_schema=False, response_headers=headers)

@@ -23,6 +23,12 @@ UNREADABLE = "unreadable"
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# clean_path's rule as a schema pattern: relative (no leading slash or drive), never '..', no control characters, and
+# naming something (a character besides spaces, dots and slashes).
+DOCUMENT_PATH_PATTERN = (
+    r"^(?![/\\]|[A-Za-z]:)(?!(.*[/\\])?\.\.([/\\]|$))"
+    r"[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f./\\][^\x00-\x1f\x7f]*$"
+)
 
 
 class Refused(ValueError):

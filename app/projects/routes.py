@@ -14,7 +14,7 @@ from app.container import Container, authenticated
 from app.errors import ValidationFailed
 from app.memories.scopes import viewer
 from app.openapi import body_one_of, error_responses, name_parameter
-from app.projects.files import MAX_PATH_CHARS
+from app.projects.files import DOCUMENT_PATH_PATTERN, MAX_PATH_CHARS
 from app.projects.schemas import DocumentBatchIn, DocumentIn, DocumentList, IndexReport
 
 SessionPath = Annotated[str, name_parameter("session")]
@@ -77,7 +77,14 @@ class DocumentController(Controller):
                 query="path",
                 description="A file to remove, relative to the project root; repeat for several",
                 min_items=1,
-                schema_extra={"items": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS}},
+                schema_extra={
+                    "items": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_PATH_CHARS,
+                        "pattern": DOCUMENT_PATH_PATTERN,
+                    }
+                },
             ),
         ],
     ) -> IndexReport:

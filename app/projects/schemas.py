@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
+
+from app.json_body import JsonIn, JsonTime
+from app.projects.files import DOCUMENT_PATH_PATTERN, MAX_PATH_CHARS
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _In(JsonIn):
+    """A request body."""
 
 
 class DocumentIn(_In):
-    path: str = Field(min_length=1, max_length=4096, description="The file's path relative to the project root.")
+    path: str = Field(
+        min_length=1,
+        max_length=MAX_PATH_CHARS,
+        description="The file's path relative to the project root.",
+        # Stated for clients; clean_path enforces it (pydantic's regex engine has no look-ahead), naming what is wrong.
+        json_schema_extra={"pattern": DOCUMENT_PATH_PATTERN},
+    )
     content: str = Field(description="The whole file, as UTF-8 text.")
-    modified_at: datetime | None = Field(default=None, description="The file's modification time; default: now.")
+    modified_at: Annotated[datetime | None, JsonTime] = Field(
+        default=None, description="The file's modification time; default: now."
+    )
 
     @field_validator("modified_at")
     @classmethod

@@ -9,33 +9,52 @@ from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent
 from litestar.status_codes import HTTP_200_OK
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from app.accounts.principal import Principal
 from app.admission.http import STREAM
 from app.container import Container, authenticated
-from app.coordination.rules import MAX_OPERATION_CHARS, MAX_PATH_CHARS, MAX_PATHS, MAX_SUMMARY_CHARS
+from app.coordination.cursors import CURSOR_PATTERN
+from app.coordination.rules import (
+    MAX_OPERATION_CHARS,
+    MAX_PATH_CHARS,
+    MAX_PATHS,
+    MAX_SUMMARY_CHARS,
+    OPERATION_PATTERN,
+    PATH_SCHEMA,
+)
+from app.json_body import JsonIn
 from app.memories.schemas import Name
 from app.memories.scopes import viewer
-from app.openapi import error_responses, name_parameter
-from app.sessions.schemas import ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
+from app.openapi import SSE_EVENTS_OPT, error_responses, name_parameter
+from app.sessions.schemas import SSE_EVENTS, ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
 from app.sessions.service import MAX_CLAIM_MINUTES, MAX_SYNC_MINUTES
 from app.sessions.sse import event_stream
+from app.text import NOT_BLANK_SCHEMA
 
 KEEPALIVE_SECONDS = 15
 AgentParam = Annotated[str, name_parameter("agent", "The agent acting in the session")]
 SessionPath = Annotated[str, name_parameter("session")]
-FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS), PATH_SCHEMA]
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# Stated in the schema; parse_cursor enforces it with a message that says what a cursor is.
+CURSOR_SCHEMA = {"pattern": CURSOR_PATTERN}
+
+
+class _In(JsonIn):
+    """A request body."""
 
 
 class ClaimIn(_In):
     agent: Name
     file_paths: list[FilePath] = Field(min_length=1, max_length=MAX_PATHS)
-    operation: str = Field(default="write", min_length=1, max_length=MAX_OPERATION_CHARS)
+    operation: str = Field(
+        default="write",
+        min_length=1,
+        max_length=MAX_OPERATION_CHARS,
+        json_schema_extra={"pattern": OPERATION_PATTERN},  # check_operation enforces it, saying what is wrong
+    )
     duration_minutes: int = Field(default=30, ge=1, le=MAX_CLAIM_MINUTES)
 
 
@@ -47,7 +66,9 @@ class ReleaseIn(_In):
 class BroadcastIn(_In):
     agent: Name
     file_paths: list[FilePath] = Field(default_factory=list, max_length=MAX_PATHS)
-    changes_summary: str = Field(min_length=1, max_length=MAX_SUMMARY_CHARS)
+    changes_summary: str = Field(
+        min_length=1, max_length=MAX_SUMMARY_CHARS, json_schema_extra=NOT_BLANK_SCHEMA
+    )  # check_summary enforces it
 
 
 class SessionController(Controller):
@@ -97,7 +118,9 @@ class SessionController(Controller):
         agent: AgentParam,
         principal: Principal,
         container: Container,
-        since: str | None = None,
+        since: Annotated[
+            str | None, Parameter(schema_extra=CURSOR_SCHEMA, description="The cursor a sync or a change returned")
+        ] = None,
         minutes: Annotated[int, Parameter(ge=1, le=MAX_SYNC_MINUTES)] = 30,
         include_own: bool = False,
     ) -> SyncResult:
@@ -122,7 +145,7 @@ class SessionController(Controller):
 
     @get(
         "/events",
-        opt=STREAM,
+        opt={**STREAM, SSE_EVENTS_OPT: SSE_EVENTS},
         summary="Live claim, release and change events (Server-Sent Events)",
         description=(
             "Change events carry their cursor as the event id. Reconnecting with `Last-Event-ID` (or `since`) first "
@@ -133,7 +156,9 @@ class SessionController(Controller):
         ),
         responses={
             **error_responses(503),
-            HTTP_200_OK: ResponseSpec(str, media_type="text/event-stream", description="An endless event stream"),
+            HTTP_200_OK: ResponseSpec(
+                str, media_type="text/event-stream", description="An endless stream of Server-Sent Events"
+            ),
         },
     )
     async def events(
@@ -142,8 +167,12 @@ class SessionController(Controller):
         principal: Principal,
         container: Container,
         agent: Annotated[str, name_parameter("agent", "Who is listening")] = "dashboard",
-        since: Annotated[str | None, Parameter(description="Replay the changes after this cursor first")] = None,
-        last_event_id: Annotated[str | None, Parameter(header="Last-Event-ID", required=False)] = None,
+        since: Annotated[
+            str | None, Parameter(schema_extra=CURSOR_SCHEMA, description="Replay the changes after this cursor first")
+        ] = None,
+        last_event_id: Annotated[
+            str | None, Parameter(header="Last-Event-ID", required=False, schema_extra=CURSOR_SCHEMA)
+        ] = None,
     ) -> ServerSentEvent:
         identity = viewer(principal.user_id, session, agent)
         return await event_stream(

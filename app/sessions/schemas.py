@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -112,3 +112,37 @@ class SessionStatus(BaseModel):
     agents: list[AgentOut]
     claims: list[ClaimOut]
     recent_changes: list[ChangeOut]
+
+
+# --- the event stream (GET .../events): each event's name and the JSON in its data line --------------------------
+
+
+class ReadyEvent(BaseModel):
+    session: str = Field(description="The session the stream follows; sent first, once subscribed.")
+
+
+class ResetEvent(BaseModel):
+    message: str
+    cursor: str = Field(description="Where the new feed begins; its changes follow.")
+
+
+class RevokedEvent(BaseModel):
+    message: str = Field(description="Why the stream ends: its credential was revoked or has expired.")
+
+
+class SessionEvent(BaseModel):
+    kind: Literal["claim", "release", "change", "agent", "message", "task"]
+    agent: str | None = Field(description="The agent it is about.")
+    at: datetime
+    data: dict[str, Any] = Field(
+        description="What happened: the claim, the change (with its cursor, also the SSE id), the agent, message or "
+        "task as the matching REST endpoint shows it."
+    )
+
+
+SSE_EVENTS: dict[str, type[BaseModel]] = {
+    "ready": ReadyEvent,
+    "reset": ResetEvent,
+    "revoked": RevokedEvent,
+    **dict.fromkeys(("claim", "release", "change", "agent", "message", "task"), SessionEvent),
+}

@@ -12,10 +12,15 @@ import threading
 import time
 from collections.abc import Callable
 
+from app.column_limits import MAX_INT64
 from app.errors import ValidationFailed
 
 LOGICAL_BITS = 16
+# Versions are stored as 64-bit integers (bigint): the milliseconds get the 47 bits left above the counter.
+MAX_MS = MAX_INT64 >> LOGICAL_BITS
 _WIRE = re.compile(r"^(\d{1,15})\.(\d{1,5})$")
+# The wire form as the schema states it: the counter below 2**16 (the milliseconds' bound is left to decode).
+WIRE_PATTERN = r"^\d{1,15}\.(\d{1,4}|[0-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])$"
 
 
 def wall_ms() -> int:
@@ -33,7 +38,7 @@ def encode(hlc: int) -> str:
 
 def decode(text: str) -> int:
     match = _WIRE.match(text) if isinstance(text, str) else None
-    if match is None or int(match.group(2)) >= 1 << LOGICAL_BITS:
+    if match is None or int(match.group(2)) >= 1 << LOGICAL_BITS or int(match.group(1)) > MAX_MS:
         raise ValidationFailed(f"hlc {str(text)[:40]!r} is not '<milliseconds>.<counter>'", field="hlc")
     return (int(match.group(1)) << LOGICAL_BITS) | int(match.group(2))
 

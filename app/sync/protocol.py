@@ -14,19 +14,22 @@ import struct
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import msgspec
 import numpy as np
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import Row
 
-from app.errors import ValidationFailed
+from app.column_limits import MAX_INT64
+from app.errors import Conflict, ValidationFailed
 from app.identity import Identity
+from app.json_body import JsonIn, JsonTime
 from app.memories.models import MemoryRecord, NewMemory
-from app.memories.schemas import EndUser, MemoryIn
+from app.memories.schemas import MAX_TAGS, SCOPE_NEEDS, EndUser, MemoryIn, Metadata, Name, Tag, Text, needs_string
 from app.memories.scopes import PRIVATE_PREFIX, Scope, Visibility, visibility_key
 from app.sync import hlc as hlc_codec
+from app.text import NOT_BLANK_SCHEMA
 
 NODE_ID = r"^[A-Za-z0-9_.:-]{1,40}$"
 MAX_BATCH = 1000
@@ -44,22 +47,27 @@ def change_id(memory_id: str, hlc: int, origin: str, op: str) -> str:
     return str(uuid.uuid5(_CHANGE_NAMESPACE, f"{memory_id}/{hlc}/{origin}/{op}"))
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(JsonIn):
+    """A message of the protocol."""
 
 
 class RecordWire(_Strict):
-    content: str
+    # A local write's rules (the validator below applies them), stated with the same types for the schema.
+    model_config = ConfigDict(
+        json_schema_extra={"allOf": [SCOPE_NEEDS, needs_string("role", when={"scope": {"const": "role"}})]}
+    )
+
+    content: Text = Field(min_length=1, json_schema_extra=NOT_BLANK_SCHEMA)
     scope: Scope
-    session: str | None = None
-    agent: str | None = None
+    session: Name | None = None
+    agent: Name | None = None
     # The role a memory of scope "role" is for; private: only its writer (session and agent) reads it.
     role: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,64}$")
     visibility: Visibility = "public"
-    tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    created_at: AwareDatetime
-    updated_at: AwareDatetime
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    metadata: Metadata = Field(default_factory=dict)
+    created_at: Annotated[AwareDatetime, JsonTime]
+    updated_at: Annotated[AwareDatetime, JsonTime]
     # The end user of the account's app (Mem0's user_id); sent only when set, so a peer from before it takes the rest.
     end_user: EndUser | None = None
 
@@ -86,9 +94,9 @@ class RecordWire(_Strict):
         # An agent outside any session writes only memories of scope user (Mem0's agent_id without a run_id).
         if self.agent is not None and self.session is None and self.scope != "user":
             raise ValueError("agent needs a session")
-        try:  # a scope that its session and agent can carry
+        try:  # a scope that its session, agent and role can carry
             self.key("-")
-        except ValidationFailed as exc:
+        except (ValidationFailed, Conflict) as exc:
             raise ValueError(exc.message) from None
         return self
 
@@ -169,7 +177,7 @@ def encode_json(body: Any) -> bytes:
 class ChangeWire(_Strict):
     change_id: str = Field(min_length=1, max_length=64)
     memory_id: str = Field(pattern=_UUID.pattern)
-    hlc: str = Field(max_length=24)
+    hlc: str = Field(max_length=24, json_schema_extra={"pattern": hlc_codec.WIRE_PATTERN})
     origin: str = Field(pattern=NODE_ID)
     op: Op
     record: RecordWire
@@ -310,8 +318,10 @@ class Cursor:
         if not text:
             return None
         match = re.fullmatch(r"l(\d{1,19})|s(\d{1,19})\.([0-9a-f-]{0,36})", text)
-        if match is None:
+        seq = None if match is None else int(match.group(1) or match.group(2))
+        # The log position is a bigint: a larger one (19 digits can be) cannot be bound, let alone returned here.
+        if match is None or seq is None or seq > MAX_INT64:
             raise ValidationFailed("cursor is not one this edge returned", field="cursor")
         if match.group(1) is not None:
-            return Cursor(int(match.group(1)))
-        return Cursor(int(match.group(2)), match.group(3))
+            return Cursor(seq)
+        return Cursor(seq, match.group(3))

@@ -18,7 +18,8 @@ from app.container import Container, container_of
 from app.errors import Forbidden, ServiceUnavailable, Unauthorized
 from app.oauth import resources, scopes
 from app.observability.request_id import note_user
-from app.sync.edge import EdgeSync
+from app.openapi import error_responses
+from app.sync.edge import MAX_PULL_LIMIT, MAX_WAIT_SECONDS, EdgeSync
 from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushIn, PushOut, encode_json
 
 SYNC_PATH = resources.SYNC_PATH
@@ -74,7 +75,13 @@ class SyncController(Controller):
     tags = ["sync"]
     guards = [_authenticated]
 
-    @post("/push", request_max_body_size=MAX_PUSH_BYTES, status_code=200, summary="Apply a batch of changes")
+    @post(
+        "/push",
+        request_max_body_size=MAX_PUSH_BYTES,
+        status_code=200,
+        summary="Apply a batch of changes",
+        responses=error_responses(403, 413, 503),
+    )
     async def push(self, request: Request[Any, Any, Any], container: Container, data: PushIn) -> PushOut:
         """One transaction per batch; sending a batch again changes nothing (changes are versions)."""
         return await _edge(container).push(await sync_principal(request), data)
@@ -84,7 +91,8 @@ class SyncController(Controller):
         opt=STREAM,
         summary="The changes other origins made, in order, and the next cursor",
         responses={
-            200: ResponseSpec(PullOut, generate_examples=False, description="A page of changes and the next cursor")
+            **error_responses(403, 409, 503),
+            200: ResponseSpec(PullOut, generate_examples=False, description="A page of changes and the next cursor"),
         },
     )
     async def pull(
@@ -92,8 +100,8 @@ class SyncController(Controller):
         request: Request[Any, Any, Any],
         container: Container,
         cursor: str | None = Parameter(default=None, max_length=200),
-        limit: int = Parameter(default=500),
-        wait: float = Parameter(default=0.0),
+        limit: int = Parameter(default=500, ge=1, le=MAX_PULL_LIMIT),
+        wait: float = Parameter(default=0.0, ge=0, le=MAX_WAIT_SECONDS),
         node: str | None = Parameter(default=None, max_length=40, pattern=r"^[A-Za-z0-9_.:-]{1,40}$"),
         name: str | None = Parameter(default=None, max_length=200),
     ) -> Response[bytes]:
@@ -115,7 +123,11 @@ class SyncController(Controller):
         # Sent as built (plain dicts): making a PullOut of a page cost more than reading it.
         return Response(encode_json(page), media_type=MediaType.JSON)
 
-    @get("/me", summary="Who this token syncs as, and this edge's node and embedding model")
+    @get(
+        "/me",
+        summary="Who this token syncs as, and this edge's node and embedding model",
+        responses=error_responses(403, 503),
+    )
     async def me(self, request: Request[Any, Any, Any], container: Container) -> Identity:
         principal = await sync_principal(request)
         edge = _edge(container)

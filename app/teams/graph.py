@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from app.errors import ValidationFailed
+from app.errors import Conflict, ValidationFailed
 
 MAX_PROBLEMS = 10
 
@@ -15,27 +15,34 @@ def check_batch(new: Sequence[tuple[str, Sequence[str]]], existing: Collection[s
 
     Existing tasks cannot depend on new ones, so a cycle can only run through the batch itself."""
     problems: list[str] = []
+    # What the session already holds (or lacks) makes these wrong, not the call itself: a conflict (409), unless the
+    # call is wrong in itself as well (422).
+    with_the_session: list[str] = []
     seen: set[str] = set()
     for task_id, _ in new:
         if task_id in seen:
             problems.append(f"task id {task_id!r} appears twice in this call")
         elif task_id in existing:
-            problems.append(f"task {task_id!r} already exists in this session")
+            with_the_session.append(f"task {task_id!r} already exists in this session")
         seen.add(task_id)
     for task_id, deps in new:
         for dep in deps:
             if dep == task_id:
                 problems.append(f"task {task_id!r} depends on itself")
             elif dep not in seen and dep not in existing:
-                problems.append(f"task {task_id!r} depends on {dep!r}, which does not exist")
-    if not problems:
+                with_the_session.append(f"task {task_id!r} depends on {dep!r}, which does not exist")
+    if not problems and not with_the_session:
         cycle = find_cycle({task_id: list(deps) for task_id, deps in new})
         if cycle:
             problems.append("the dependencies form a cycle: " + " -> ".join(cycle))
-    if problems:
-        shown = problems[:MAX_PROBLEMS]
-        more = f" (and {len(problems) - MAX_PROBLEMS} more)" if len(problems) > MAX_PROBLEMS else ""
-        raise ValidationFailed("no task was created: " + "; ".join(shown) + more, field="tasks")
+    every = problems + with_the_session
+    if every:
+        shown = every[:MAX_PROBLEMS]
+        more = f" (and {len(every) - MAX_PROBLEMS} more)" if len(every) > MAX_PROBLEMS else ""
+        message = "no task was created: " + "; ".join(shown) + more
+        if problems:
+            raise ValidationFailed(message, field="tasks")
+        raise Conflict(message, field="tasks")
 
 
 def find_cycle(deps: Mapping[str, Sequence[str]]) -> list[str] | None:

@@ -13,7 +13,7 @@ from app.accounts.principal import Principal
 from app.coordination import Coordination
 from app.coordination.rules import normalise_path
 from app.db import Database, utcnow
-from app.errors import ValidationFailed
+from app.errors import NotFound, ValidationFailed
 from app.identity import Identity
 from app.teams import repository
 from app.teams.events import EVERYONE, ROLE_PREFIX, message_event
@@ -69,9 +69,7 @@ class MessageService:
             if request.reply_to is not None and not await repository.message_exists(
                 db, key.user_id, key.session, request.reply_to
             ):
-                raise ValidationFailed(
-                    f"reply_to {request.reply_to} is not a message of this session", field="reply_to"
-                )
+                raise NotFound(f"reply_to {request.reply_to} is not a message of this session", field="reply_to")
             row = await repository.add_message(
                 db,
                 SessionMessage(
@@ -149,11 +147,12 @@ def _recipients(to: str, sender: str, agents: Sequence[SessionAgent]) -> list[st
         role = to[len(ROLE_PREFIX) :]
         if role not in roles:
             known = ", ".join(f"role:{r}" for r in roles) or "none yet (agents take a role with session_join)"
-            raise ValidationFailed(f"no agent of this session has ever had role {role!r}; roles: {known}", field="to")
+            raise NotFound(f"no agent of this session has ever had role {role!r}; roles: {known}", field="to")
         return [a.agent for a in agents if a.role == role and a.joined_at is not None and a.agent != sender]
     if to == sender:
         raise ValidationFailed("a message to yourself: address another agent, a role (role:NAME) or '*'", field="to")
     if to not in names:
         others = ", ".join(n for n in names if n != sender) or "none besides you"
-        raise ValidationFailed(f"this session has never seen an agent {to!r}; agents: {others}", field="to")
+        # Who exists is the session's state, not the request's form: 404, as for a reply_to that names no message.
+        raise NotFound(f"this session has never seen an agent {to!r}; agents: {others}", field="to")
     return [to]

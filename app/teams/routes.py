@@ -17,6 +17,7 @@ from app.memories.scopes import viewer
 from app.openapi import error_responses, name_parameter
 from app.teams.schemas import (
     MAX_INBOX_PAGE,
+    MAX_MESSAGE_ID,
     AgentOut,
     AgentsOut,
     CompleteIn,
@@ -88,7 +89,9 @@ class TeamController(Controller):
         session: Session,
         principal: Principal,
         container: Container,
-        after: Annotated[int | None, Parameter(ge=0, description="Only messages after this id")] = None,
+        after: Annotated[
+            int | None, Parameter(ge=0, le=MAX_MESSAGE_ID, description="Only messages after this id")
+        ] = None,
         limit: Annotated[int, Parameter(ge=1, le=500)] = 100,
     ) -> MessageLog:
         identity = viewer(principal.user_id, session, None)

@@ -10,8 +10,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, computed_field, model_validator
 
-from app.coordination.rules import MAX_PATH_CHARS, MAX_PATHS
-from app.text import pydantic_text
+from app.column_limits import MAX_INT32
+from app.coordination.rules import MAX_PATH_CHARS, MAX_PATHS, PATH_SCHEMA
+from app.json_body import JsonIn
+from app.text import NO_NUL_SCHEMA, NOT_BLANK_SCHEMA, pydantic_text
 
 MAX_CAPABILITIES = 20
 MAX_MESSAGE_CHARS = 16_000
@@ -23,6 +25,8 @@ MAX_DEPS = 100
 MAX_DESCRIPTION_CHARS = 4_000
 MAX_RESULT_CHARS = 16_000
 MAX_INBOX_PAGE = 200
+# Message ids are PostgreSQL integers (session_messages.id): a larger one names no message and cannot be bound.
+MAX_MESSAGE_ID = MAX_INT32
 
 MessageKind = Literal["question", "answer", "status", "task", "contract", "diff"]
 MESSAGE_KINDS: tuple[str, ...] = ("question", "answer", "status", "task", "contract", "diff")
@@ -34,16 +38,19 @@ AgentState = Literal["active", "idle"]
 RoleName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
 TaskId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
 # Every stored text goes through the one rule of app.text (the services check it again).
-Text = Annotated[str, AfterValidator(pydantic_text)]
+Text = Annotated[str, AfterValidator(pydantic_text), Field(json_schema_extra=NO_NUL_SCHEMA)]
 Label = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), AfterValidator(pydantic_text)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=64),
+    AfterValidator(pydantic_text),
+    Field(json_schema_extra=NOT_BLANK_SCHEMA),
 ]
-FilePath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_CHARS)]
+FilePath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_CHARS), PATH_SCHEMA]
 Recipient = Annotated[str, StringConstraints(min_length=1, max_length=70)]
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _In(JsonIn):
+    """A request body."""
 
 
 class JoinIn(_In):
@@ -55,6 +62,16 @@ class JoinIn(_In):
 
 
 class AttachmentIn(_In):
+    # Exactly one of diff and content, as the schema says it.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [given], "properties": {given: {"type": "string"}, left: {"type": "null"}}}
+                for given, left in (("diff", "content"), ("content", "diff"))
+            ]
+        }
+    )
+
     file: FilePath = Field(description="The file the attachment is about, relative to the repository root.")
     diff: Text | None = Field(default=None, max_length=MAX_ATTACHMENT_CHARS, description="A unified diff of the file.")
     content: Text | None = Field(default=None, max_length=MAX_ATTACHMENT_CHARS, description="The file's content.")
@@ -71,7 +88,9 @@ class MessageIn(_In):
     kind: MessageKind = Field(description="question, answer, status, task, contract or diff.")
     content: Text = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="The message itself.")
     attachments: list[AttachmentIn] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
-    reply_to: int | None = Field(default=None, ge=1, description="The id of the message this one answers.")
+    reply_to: int | None = Field(
+        default=None, ge=1, le=MAX_MESSAGE_ID, description="The id of the message this one answers."
+    )
 
 
 class TaskIn(_In):

@@ -22,7 +22,7 @@ from app.projects import repository as project_repository
 from app.sessions.sse import event_stream
 from app.teams import erase as team_erase
 from app.teams.schemas import AgentOut, MessageOut, TaskOut
-from app.web.pages import render, render_html
+from app.web.pages import PAGE_HEADERS, render, render_html
 from app.web.session_admin import FILES_SHOWN, holdings, session_name
 from app.web.taskboard import Board, layout
 
@@ -107,7 +107,8 @@ async def session_panel(
     """The lists alone, which the page's script swaps in when an event arrives."""
     view = await read_session(container, user.id, session_name(session))
     html = render_html(request, "session_panel.html", {"view": view})
-    return Response(content=html, media_type="text/html", headers={"Cache-Control": "no-store"})
+    # A fragment, but HTML a browser can be sent to or frame: the headers of every page.
+    return Response(content=html, media_type="text/html", headers=PAGE_HEADERS)
 
 
 @get("/dashboard/sessions/{session:str}/events")

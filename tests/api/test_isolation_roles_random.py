@@ -100,7 +100,7 @@ def test_random_role_and_private_reads_never_leak(api: RunningServer) -> None:
                 }
                 response = http.post("/v1/memories", json=body)
                 if scope == "role" and role is None:
-                    assert response.status_code == 422 and "needs a role" in response.text, response.text
+                    assert response.status_code == 409 and "needs a role" in response.text, response.text
                     continue
                 assert response.status_code == 201, response.text
                 created = response.json()

@@ -17,8 +17,10 @@ import pytest
 from app.errors import InvalidIdentity
 from app.identity import NAME_PATTERN, validate_name
 from tests.harness import RunningServer, add_key, make_account
+from tests.oauth.conftest import make_sync_client, sync_token
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
+REPO = Path(__file__).resolve().parents[2]
 CHECKS = ",".join(
     (
         "not_a_server_error",
@@ -26,12 +28,28 @@ CHECKS = ",".join(
         "content_type_conformance",
         "response_schema_conformance",
         "response_headers_conformance",
+        # Every request the schema calls valid is taken, every one it calls invalid refused, and a method a path does
+        # not have gets 405 with an Allow that names the methods the schema gives the path.
+        "positive_data_acceptance",
+        "negative_data_rejection",
+        "unsupported_method",
+        "allow_header_conformance",
     )
 )
-# Examples per operation, by credential. The write key reaches every code path, so it gets the most; a read key or
-# none is refused early by most writes. Schemathesis's coverage phase (about 60 boundary cases per operation) would
-# triple the time, so only fuzzing runs: about 900 requests, a minute on two quiet cores.
-RUNS = {"write": "25", "read": "8", "none": "4"}
+# A 413 refuses a body as surely as a 422 (schemathesis's default list lacks it).
+CONFIG = """
+[checks.negative_data_rejection]
+expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
+"""
+# Per credential: the paths it reaches, examples per operation, and the phases. The write key and the sync token reach
+# every code path of theirs, so they get the coverage phase too (boundary values, invalid values of every kind, other
+# methods); a read key or none is refused early by most operations, so fuzzing a little suffices.
+RUNS = {
+    "write": ("^/v1/", "8", "coverage,fuzzing"),
+    "sync": ("^/sync/v1/", "15", "coverage,fuzzing"),
+    "read": ("^/v1/", "4", "fuzzing"),
+    "none": ("^/(v1|sync/v1)/", "3", "fuzzing"),
+}
 # Fixed, so a run is repeatable; set ENGRAM_SCHEMATHESIS_SEED to explore other inputs.
 SEED = os.environ.get("ENGRAM_SCHEMATHESIS_SEED", "20261123")
 METHODS = ("get", "put", "post", "delete", "patch")
@@ -49,7 +67,7 @@ def _v1_operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, A
     return [
         (method.upper(), path, operation)
         for path, item in document["paths"].items()
-        if path.startswith("/v1/")
+        if path.startswith(("/v1/", "/sync/v1/"))
         for method, operation in item.items()
         if method in METHODS
     ]
@@ -158,15 +176,17 @@ def _compact(report: str) -> str:
 @pytest.fixture(scope="module")
 def credentials(api: RunningServer) -> dict[str, str | None]:
     me = make_account(api)
-    return {"write": me.key, "read": add_key(api, me.user_id, scope="read").key, "none": None}
+    sync = sync_token(api, make_sync_client(api, me.user_id, "schemathesis")).json()["access_token"]
+    return {"write": me.key, "sync": sync, "read": add_key(api, me.user_id, scope="read").key, "none": None}
 
 
 @pytest.mark.parametrize("credential", list(RUNS))
 def test_schemathesis_finds_no_server_error_and_no_answer_outside_the_schema(
     api: RunningServer, credentials: dict[str, str | None], credential: str, tmp_path: Path
 ) -> None:
-    examples = RUNS[credential]
+    paths, examples, phases = RUNS[credential]
     key = credentials[credential]
+    (tmp_path / "schemathesis.toml").write_text(CONFIG)
     command = [
         str(SCHEMATHESIS),
         "run",
@@ -174,14 +194,14 @@ def test_schemathesis_finds_no_server_error_and_no_answer_outside_the_schema(
         "--checks",
         CHECKS,
         "--include-path-regex",
-        "^/v1/",
+        paths,
         # An event stream never ends, so no generated request could finish; tests/sessions covers it.
         "--exclude-path-regex",
         "/events$",
         "--max-examples",
         examples,
         "--phases",
-        "fuzzing",
+        phases,
         "--workers",
         "1",
         "--seed",
@@ -197,10 +217,74 @@ def test_schemathesis_finds_no_server_error_and_no_answer_outside_the_schema(
         command += ["--generation-with-security-parameters", "true"]
     else:
         command += ["--generation-with-security-parameters", "false", "-H", f"Authorization: Bearer {key}"]
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "NO_COLOR": "1"}
+    # The rules between fields that OpenAPI cannot state are mended in generated requests by these hooks.
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "NO_COLOR": "1",
+        "PYTHONPATH": str(REPO),
+        "SCHEMATHESIS_HOOKS": "tests.api.schemathesis_hooks",
+    }
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env, check=False)
     output = result.stdout + result.stderr
     (tmp_path / "schemathesis.txt").write_text(output)
     assert result.returncode == 0, _compact(output) + f"\n(the whole report: {tmp_path / 'schemathesis.txt'})"
     selected = re.search(r"(\d+) selected", output)
-    assert selected and int(selected.group(1)) >= 13, output[-3000:]
+    assert selected and int(selected.group(1)) >= (3 if credential == "sync" else 13), output[-3000:]
+
+
+def test_options_and_405_name_the_methods_the_document_gives_each_path(
+    api: RunningServer, document: dict[str, Any]
+) -> None:
+    me = make_account(api)
+    sync = sync_token(api, make_sync_client(api, me.user_id, "allow")).json()["access_token"]
+    with api.client(me.key) as rest, api.client(sync) as edge:
+        for path, item in document["paths"].items():
+            if not path.startswith(("/v1/", "/sync/v1/")):
+                continue
+            http = edge if path.startswith("/sync/") else rest
+            url = path.replace("{session}", "s1").replace("{memory_id}", "m1").replace("{task_id}", "t1")
+            documented = {method.upper() for method in item if method in METHODS}
+            allowed = set(http.options(url).headers["allow"].split(", "))
+            assert allowed - {"OPTIONS", "HEAD"} == documented, (path, allowed)
+            missing = next(m for m in ("PUT", "PATCH", "DELETE", "POST", "GET") if m not in documented)
+            refused = http.request(missing, url)
+            assert refused.status_code == 405 and set(refused.headers["allow"].split(", ")) == allowed, path
+
+
+def test_the_word_null_is_no_value_of_a_number_or_a_choice_but_may_be_a_name(api: RunningServer) -> None:
+    me = make_account(api)
+    with api.client(me.key) as http:
+        for url, name in (
+            ("/v1/sessions/s1/messages?after=null", "after"),
+            ("/v1/sessions/s1/tasks?status=null", "status"),
+            ("/v1/memories?scope=null", "scope"),
+        ):
+            refused = http.get(url)
+            assert refused.status_code in (400, 422) and name in refused.json()["error"]["message"], refused.text
+        assert http.get("/v1/memories?session=null").status_code == 200
+
+
+def test_a_metadata_filter_reaches_keys_of_any_character(api: RunningServer) -> None:
+    me = make_account(api)
+    with api.client(me.key) as http:
+        for key in ("a b", "clé", "x:y", "🙂"):
+            made = http.post("/v1/memories", json={"content": f"the deploy notes {key}", "metadata": {key: 1}})
+            assert made.status_code == 201, made.text
+            found = http.post("/v1/memories/search", json={"query": "deploy notes", "metadata": {key: 1}})
+            assert found.status_code == 200, found.text
+            assert [r["id"] for r in found.json()["results"]] == [made.json()["id"]], key
+        refused = http.post("/v1/memories", json={"content": "x", "metadata": {'a"b': 1}})
+        assert refused.status_code == 422 and "metadata" in refused.text
+
+
+def test_the_event_stream_is_documented_as_one_with_each_event_shape(document: dict[str, Any]) -> None:
+    media = document["paths"]["/v1/sessions/{session}/events"]["get"]["responses"]["200"]["content"]
+    schema = media["text/event-stream"]["schema"]
+    assert schema["type"] == "string"
+    events = schema["x-events"]
+    assert {"ready", "reset", "revoked", "claim", "release", "change"} <= set(events)
+    for ref in events.values():
+        assert _resolve(document, ref)["type"] == "object"
+    for operation in document["paths"]["/sync/v1/push"].values():
+        assert {"400", "401", "403", "413", "422", "429"} <= set(operation["responses"])

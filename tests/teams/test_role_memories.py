@@ -55,7 +55,7 @@ def test_role_memories_follow_the_role_across_sessions(server: RunningServer) ->
     Agent(http, "s2", "arch2").ok("DELETE", "/agents")
     assert "Design notes: hexagonal ports" not in listed(http, **as_arch2)
     refused = http.post("/v1/memories", json={"content": "x", "session": "s2", "agent": "arch2", "scope": "role"})
-    assert "scope 'role' needs a role" in error(refused, 422)
+    assert "scope 'role' needs a role" in error(refused, 409)
 
 
 def test_private_memories_are_read_only_by_their_writer(server: RunningServer) -> None:
@@ -89,8 +89,8 @@ def test_widening_a_scope_is_recorded_and_narrowing_is_refused(api: RunningServe
     assert widened.status_code == 200 and widened.json()["scope"] == "session"
     assert "the cache key includes the tenant" in listed(http, session="w", agent="b")
     assert "the cache key includes the tenant" in found(http, "cache key tenant", session="w", agent="b")
-    assert "scope session -> agent is refused (narrowing)" in error(http.patch(url, json={"scope": "agent"}), 422)
-    assert "reach different readers" in error(http.patch(url, json={"scope": "role"}), 422)
+    assert "scope session -> agent is refused (narrowing)" in error(http.patch(url, json={"scope": "agent"}), 409)
+    assert "reach different readers" in error(http.patch(url, json={"scope": "role"}), 409)
     assert http.patch(url, json={"scope": "user", "tags": ["cache"]}).status_code == 200
     assert "the cache key includes the tenant" in listed(http, session="elsewhere")
     history = http.get(f"{url}/history").json()["history"]
@@ -101,7 +101,7 @@ def test_widening_a_scope_is_recorded_and_narrowing_is_refused(api: RunningServe
         ("PROMOTE", "scope: session -> user"),
     ]
     assert "nothing to update" in error(http.patch(url, json={}), 422)
-    assert "public -> private is refused" in error(http.patch(url, json={"visibility": "private"}), 422)
+    assert "public -> private is refused" in error(http.patch(url, json={"visibility": "private"}), 409)
 
     private = add(http, "draft idea", session="w", agent="a", visibility="private", scope="session")
     shared = http.patch(f"/v1/memories/{private['id']}", json={"visibility": "public"})

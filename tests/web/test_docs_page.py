@@ -22,9 +22,20 @@ def test_the_api_docs_render_with_no_network_but_the_server(chromium: Any, api: 
             route.abort()
 
     context.route("**/*", only_our_server)
+    # Every violation of the page's Content-Security-Policy, as the browser reports it (and the console's errors).
+    context.add_init_script(
+        "window.__violations = [];"
+        "document.addEventListener('securitypolicyviolation',"
+        " e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));"
+    )
     page = context.new_page()
+    console_errors: list[str] = []
+    page.on("console", lambda message: console_errors.append(message.text) if message.type == "error" else None)
     page.set_default_timeout(20_000)
-    page.goto("/docs")
+    response = page.goto("/docs")
+    assert response is not None
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    assert response.headers["x-frame-options"] == "DENY"
     page.wait_for_selector(".opblock-summary-path")
     paths = set(page.locator(".opblock-summary-path").all_inner_texts())
     assert {"/v1/memories", "/v1/memories/search", "/v1/sessions/{session}/claims"} <= {p.strip() for p in paths}
@@ -33,4 +44,6 @@ def test_the_api_docs_render_with_no_network_but_the_server(chromium: Any, api: 
     page.wait_for_selector(".response[data-code='401']")
     page.screenshot(path=str(tmp_path / "docs.png"), full_page=False)
     assert not outside, f"the docs page reached outside the server: {outside}"
+    assert page.evaluate("window.__violations") == [], "Swagger UI broke the page's Content-Security-Policy"
+    assert not console_errors, console_errors
     context.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -77,10 +78,23 @@ def _homogeneous(values: tuple[Scalar, ...], kind: type) -> bool:
     return all(isinstance(v, kind) and not isinstance(v, bool) for v in values)
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _edge_path(key: str) -> str:
+    """A payload path qdrant-edge parses: a metadata key of other characters (a space, an accent, an emoji) is quoted,
+    or the path is refused ("invalid JSON path"). Keys never hold '"' or '\\' (app.text.metadata_problem)."""
+    head, dot, name = key.partition(".")
+    if dot and not _BARE_KEY.fullmatch(name):
+        return f'{head}."{name}"'
+    return key
+
+
 def to_edge_filter(conditions: Sequence[Condition]) -> qe.Filter | None:
     """Render for qdrant-edge."""
 
     def one(key: str, value: Scalar) -> qe.FieldCondition:
+        key = _edge_path(key)
         if isinstance(value, float):  # MatchValue takes str, int and bool only
             return qe.FieldCondition(key=key, range=qe.RangeFloat(gte=value, lte=value))
         if isinstance(value, bool):
@@ -94,7 +108,7 @@ def to_edge_filter(conditions: Sequence[Condition]) -> qe.Filter | None:
         if c.op == "eq":
             must.append(one(c.key, c.values[0]))
         elif _homogeneous(c.values, str) or _homogeneous(c.values, int):
-            must.append(qe.FieldCondition(key=c.key, match=qe.MatchAny(list(c.values))))  # type: ignore[arg-type]
+            must.append(qe.FieldCondition(key=_edge_path(c.key), match=qe.MatchAny(list(c.values))))  # type: ignore[arg-type]
         else:
             must.append(qe.Filter(should=[one(c.key, v) for v in c.values]))
     return qe.Filter(must=must) if must else None
