@@ -1,5 +1,5 @@
 """The ``engram`` command: serve, migrate, users, keys, oauth clients, sync (clients, link, status, once, unlink),
-reindex, projects, index."""
+reindex, projects, index, export, import."""
 
 from __future__ import annotations
 
@@ -280,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.projects.cli import register as register_projects
 
     register_projects(commands)
+    from app.portability.cli import register as register_portability
+
+    register_portability(commands, users)
     return parser
 
 

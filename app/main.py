@@ -44,6 +44,7 @@ from app.observability.metrics import Metrics
 from app.observability.middleware import install as install_observability
 from app.observability.routes import metrics as metrics_route
 from app.openapi.swagger import render_plugins
+from app.portability.routes import PortabilityController
 from app.projects.documents import DocumentService
 from app.projects.routes import DocumentController
 from app.projects.runtime import projects_lifespan
@@ -225,6 +226,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             SyncController,
             TeamController,
             DocumentController,
+            PortabilityController,
             web_router,
             static_files,
             mcp.route,
