@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import _settings
-from tests.harness import RunningServer, make_account, serve
+from tests.harness import RunningServer, add_key, make_account, serve
 from tests.portability.conftest import export_of, fill
 
 
@@ -65,11 +65,12 @@ def test_a_malformed_line_anywhere_writes_nothing(api: RunningServer) -> None:
 
 
 def test_import_needs_the_write_scope_and_export_takes_a_read_key(api: RunningServer) -> None:
-    _, key = fill(api)
-    reader = make_account(api, scope="read")
+    user_id, _ = fill(api)
+    reader = add_key(api, user_id, scope="read")
     status, answer = _post(api, reader.key, HEADER)
     assert status == 403, answer
-    assert export_of(api, reader.key)[0]["format"] == "engram-export"
+    lines = export_of(api, reader.key)
+    assert lines[0]["user_id"] == user_id and any(line.get("type") == "memory" for line in lines[1:])
     with api.client() as http:
         assert http.get("/v1/export").status_code == 401
         assert http.post("/v1/import", content=HEADER).status_code == 401
