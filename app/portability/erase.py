@@ -10,8 +10,11 @@ drops its sessions' claims, presence and feeds.
 
 from __future__ import annotations
 
+import base64
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from sqlalchemy import ColumnElement, Table, delete, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -128,3 +131,19 @@ async def is_erased(db: Database, credential: str) -> bool:
     async with db.session() as session:
         found = await session.get(ErasedCredential, digest(credential))
     return found is not None
+
+
+# What the token endpoint's error_description starts with for a deleted account's credentials (the node stops).
+ACCOUNT_DELETED = "account_deleted"
+
+
+def basic_client_id(headers: Mapping[str, str]) -> str | None:
+    """The client id of ``Authorization: Basic`` (RFC 6749 section 2.3.1), or None."""
+    scheme, _, value = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode()
+    except ValueError:
+        return None
+    return unquote(decoded.partition(":")[0]) or None

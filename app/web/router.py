@@ -17,7 +17,7 @@ from litestar.types import PathType
 from app.accounts.models import User
 from app.container import Container
 from app.sync import web as sync_web
-from app.web import address_limits, dashboard, live, memories, routes
+from app.web import account_data, address_limits, dashboard, live, memories, routes
 from app.web.errors import WEB_EXCEPTION_HANDLERS, LoginRequired
 from app.web.ratelimit import create_rate_limiter
 from app.web.session import current_user
@@ -58,6 +58,9 @@ web_router = Router(
         live.session_page,
         live.session_panel,
         live.session_events,
+        account_data.export_download,
+        account_data.delete_page,
+        account_data.delete_account,
     ],
     dependencies={"user": Provide(provide_web_user)},
     exception_handlers=WEB_EXCEPTION_HANDLERS,
