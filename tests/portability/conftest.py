@@ -8,13 +8,20 @@ from typing import Any
 import httpx
 
 from tests.harness import RunningServer, make_account
+from tests.web.conftest import browser, chromium  # noqa: F401  (the pages' fixtures, for the dashboard's routes)
 
 
 def fill(server: RunningServer) -> tuple[str, str]:
     """A new account holding memories of every scope (one private, one edited, one deleted), a document, agents,
     messages with a reply and read marks, and tasks with a dependency. Returns (user_id, key)."""
     account = make_account(server)
-    with server.client(account.key) as http:
+    fill_with(server, account.key)
+    return account.user_id, account.key
+
+
+def fill_with(server: RunningServer, key: str) -> None:
+    """Fill the account of ``key`` (see ``fill``)."""
+    with server.client(key) as http:
         _ok(http.post("/v1/sessions/web/agents", params={"agent": "arch"}, json={"role": "architect"}))
         _ok(http.post("/v1/sessions/web/agents", params={"agent": "dev"}, json={"role": "developer"}))
         memories = [
@@ -61,7 +68,6 @@ def fill(server: RunningServer) -> tuple[str, str]:
                 json={"result": "done", "files_modified": ["schema.sql"]},
             )
         )
-    return account.user_id, account.key
 
 
 def _ok(response: httpx.Response) -> Any:
