@@ -9,6 +9,8 @@ import math
 import struct
 from typing import Any
 
+import pytest
+
 from tests.harness import RunningServer, make_account
 from tests.portability.conftest import body_of, comparable, export_of, fill
 
@@ -164,3 +166,20 @@ def _renamed(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if line.get("type") == "document":
             line["memory_ids"] = [mapping[m] for m in line["memory_ids"]]
     return out
+
+
+def test_an_export_pages_through_memories_in_order_without_losing_or_repeating_one(
+    api: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.portability import export
+
+    _, key = fill(api)
+    with api.client(key) as http:
+        batch = {"memories": [{"content": f"note number {n}"} for n in range(7)]}  # one instant: ties on created_at
+        assert http.post("/v1/memories", json=batch).status_code == 201
+    whole = export_of(api, key)
+    monkeypatch.setattr(export, "PAGE", 2)  # the server runs in this process
+    paged = export_of(api, key)
+    assert [line.get("id") for line in paged[1:]] == [line.get("id") for line in whole[1:]]
+    memories = [line for line in paged[1:] if line.get("type") == "memory"]
+    assert len({m["id"] for m in memories}) == len(memories) == 7 + 7  # fill's 5 and 2 document chunks
