@@ -4,6 +4,7 @@ accounts keep everything."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import httpx
 from sqlalchemy import inspect, text
 
+from app.sync import credentials
+from app.sync.credentials import AccountGone
 from tests.harness import RunningServer
 from tests.oauth.conftest import make_sync_client, sync_token
 from tests.portability.conftest import export_of, fill, fill_with
@@ -108,10 +111,25 @@ def test_deleting_from_the_dashboard_erases_everything_of_the_account_and_nothin
         assert refused.status_code in (400, 401)
         assert refused.json()["error_description"].startswith("account_deleted"), refused.text
 
+    # The node's own OAuth client hears it as final too (what its worker does when a token must be renewed).
+    assert isinstance(asyncio.run(_renewal(api, machine)), AccountGone)
+
     assert rows_naming(api, other_id) == other_rows
     assert export_of(api, other_key)[1:] == other_export[1:]
     assert index_ids(api, other_id) == other_index
     assert coordination_of(api, other_id)
+
+
+async def _renewal(server: RunningServer, machine: dict[str, str]) -> Exception | None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        edge = await credentials.discover(http, server.base_url)
+        try:
+            await credentials.client_credentials_token(
+                http, edge, credentials.NodeClient(machine["client_id"], machine["client_secret"])
+            )
+        except Exception as exc:
+            return exc
+    return None
 
 
 def test_an_unknown_token_still_hears_401_not_410(api: RunningServer) -> None:
