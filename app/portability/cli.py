@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from app.errors import ValidationFailed
+from app.errors import AppError, ValidationFailed
 from app.settings import Settings
 
 # The formats ``engram import --from`` reads: each names the function that imports a file of it.
@@ -145,6 +145,17 @@ def _users_delete(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 2
 
+    from app.projects.control import ask
+
+    # A running server of this data dir erases it with its own index and coordination.
+    answer = ask(settings.data_dir, {"op": "delete_account", "user": args.user_id}, timeout=300)
+    if answer is not None:
+        if not answer.get("ok"):
+            error = answer.get("error") or {}
+            raise AppError(str(error.get("message") or "the running server refused"))
+        print(json.dumps(answer["erased"]))
+        return 0
+
     async def work() -> dict[str, object]:
         from app.memories.engine import IndexInUse
         from app.portability import service
@@ -164,8 +175,8 @@ def _users_delete(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _delete_beside_a_server(settings: Settings, user_id: str) -> Any:
-    """A server holds the embedded index: erase the database and coordination; its index drops the account's points
-    when it next starts (repair removes points no row backs), or at once with ``engram reindex``."""
+    """Another process holds the embedded index and answers no control socket: erase the database (and Redis's
+    coordination); that index drops the account's points at its next start (repair removes points no row backs)."""
     from app.accounts.revocations import Revocations
     from app.coordination import create_coordination
     from app.db import Database

@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.harness import RunningServer
 from tests.portability.conftest import comparable, export_of, fill
 from tests.test_cli import ENGRAM, _env, _run
@@ -116,3 +118,34 @@ def test_import_names_the_bad_line_and_writes_nothing(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines()[-1].startswith("error: line 2: not JSON"), result.stderr
     missing = _run(env, "import", str(tmp_path / "nope.jsonl"), "--user", user)
     assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+def test_users_delete_beside_a_running_server_has_that_server_erase_its_index_too(tmp_path: Path) -> None:
+    from tests.test_cli import _migrated_with_a_key, _serving
+
+    env, port, key = _migrated_with_a_key(tmp_path, "ada@example.test")
+    keep_user = _run(env, "users", "create", "bob@example.test").stdout.strip()
+    keep_key = _run(env, "keys", "create", keep_user).stdout.strip()
+    with _serving(env, port):
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+            me = http.get("/v1/export").text.splitlines()[0]
+            user_id = json.loads(me)["user_id"]
+            for n in range(3):
+                assert http.post("/v1/memories", json={"content": f"ada's note {n}"}).status_code == 201
+            claimed = http.post("/v1/sessions/web/claims", json={"agent": "a", "file_paths": ["x.py"]})
+            assert claimed.json()["granted"]
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {keep_key}"}, timeout=30) as http:
+            assert http.post("/v1/memories", json={"content": "bob's note"}).status_code == 201
+
+        deleted = _run(env, "users", "delete", user_id, "--yes")
+        assert deleted.returncode == 0, deleted.stderr
+        assert json.loads(deleted.stdout)["vectors"] == 3 and json.loads(deleted.stdout)["coordination"] == 1
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+            assert http.get("/v1/memories").status_code == 401
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {keep_key}"}, timeout=30) as http:
+            found = http.post("/v1/memories/search", json={"query": "note", "threshold": 0}).json()["results"]
+            assert [r["content"] for r in found] == ["bob's note"]
+        missing = _run(env, "users", "delete", user_id, "--yes")
+        assert missing.returncode == 1 and f"no user {user_id}" in missing.stderr
+    assert _rows_naming(tmp_path / "engram.db", user_id) == {}
