@@ -31,16 +31,24 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from app.errors import AppError
 
 FORMAT = "engram-export"
 VERSION = 1
 NAME = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+def _utc(value: datetime) -> datetime:
+    """A time without an offset is read as UTC (the format always writes one)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+When = Annotated[datetime, AfterValidator(_utc)]
 
 
 class MalformedLine(AppError):
@@ -60,7 +68,7 @@ class Header(BaseModel):
     user_id: str | None = None
     session: str | None = None
     vectors: bool = False
-    exported_at: datetime | None = None
+    exported_at: When | None = None
 
 
 class Event(BaseModel):
@@ -71,7 +79,7 @@ class Event(BaseModel):
     new_content: str | None = None
     actor: str | None = Field(default=None, max_length=200)
     detail: str | None = Field(default=None, max_length=200)
-    created_at: datetime
+    created_at: When
 
 
 class MemoryLine(BaseModel):
@@ -88,8 +96,8 @@ class MemoryLine(BaseModel):
     role: NAME | None = None
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    created_at: datetime
-    updated_at: datetime
+    created_at: When
+    updated_at: When
     history: list[Event] = Field(default_factory=list)
     vector: str | None = None
 
@@ -103,11 +111,11 @@ class DocumentLine(BaseModel):
     origin: str = Field(max_length=16)
     content_hash: str = Field(max_length=64)
     size: int
-    modified_at: datetime | None = None
+    modified_at: When | None = None
     chunks: int = 0
     chunking: int = 1
     memory_ids: list[str] = Field(default_factory=list)
-    indexed_at: datetime
+    indexed_at: When
 
 
 class AgentLine(BaseModel):
@@ -119,10 +127,10 @@ class AgentLine(BaseModel):
     role: NAME | None = None
     capabilities: list[str] = Field(default_factory=list)
     client: str | None = Field(default=None, max_length=64)
-    joined_at: datetime | None = None
-    left_at: datetime | None = None
-    first_seen_at: datetime
-    last_seen_at: datetime
+    joined_at: When | None = None
+    left_at: When | None = None
+    first_seen_at: When
+    last_seen_at: When
 
 
 class MessageLine(BaseModel):
@@ -137,7 +145,7 @@ class MessageLine(BaseModel):
     content: str
     attachments: list[dict[str, Any]] = Field(default_factory=list)
     reply_to: int | None = None
-    created_at: datetime
+    created_at: When
     read_by: list[str] = Field(default_factory=list)
 
 
@@ -155,9 +163,9 @@ class TaskLine(BaseModel):
     result: str | None = None
     files_modified: list[str] = Field(default_factory=list)
     created_by: NAME
-    created_at: datetime
-    claimed_at: datetime | None = None
-    completed_at: datetime | None = None
+    created_at: When
+    claimed_at: When | None = None
+    completed_at: When | None = None
     deps: list[str] = Field(default_factory=list)
 
 

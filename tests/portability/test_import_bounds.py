@@ -95,3 +95,24 @@ def test_records_this_server_cannot_take_are_refused_one_by_one(small_import: Ru
     assert status == 200, answer
     assert answer["imported"] == 1 and answer["refused"] == 1
     assert answer["reasons"] == [{"line": 2, "reason": "memory not-a-uuid: memory id 'not-a-uuid' is not a UUID"}]
+
+
+def test_times_without_an_offset_are_read_as_utc_and_text_postgres_cannot_store_is_refused(
+    small_import: RunningServer,
+) -> None:
+    account = make_account(small_import)
+    naive = (
+        b'{"type": "memory", "id": "9d6f0a4e-2f43-4c52-9a43-000000000001", "content": "naive", "scope": "user", '
+        b'"created_at": "2026-11-01T10:00:00", "updated_at": "2026-11-01T10:00:00"}\n'
+    )
+    nul = (
+        b'{"type": "memory", "id": "9d6f0a4e-2f43-4c52-9a43-000000000002", "content": "a\\u0000b", "scope": "user", '
+        b'"created_at": "2026-11-01T10:00:00Z", "updated_at": "2026-11-01T10:00:00Z"}\n'
+    )
+    status, answer = _post(small_import, account.key, HEADER + naive + nul)
+    assert status == 200, answer
+    assert answer["imported"] == 1 and answer["refused"] == 1
+    assert answer["reasons"][0]["line"] == 3  # type: ignore[index]
+    with small_import.client(account.key) as http:
+        [memory] = http.get("/v1/memories").json()["memories"]
+    assert memory["created_at"].startswith("2026-11-01T10:00:00") and memory["created_at"].endswith(("Z", "+00:00"))
