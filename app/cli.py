@@ -1,26 +1,37 @@
 """The ``engram`` command: serve, migrate, users, keys, oauth clients, sync (clients, link, status, once, unlink),
-reindex, projects, index, export, import."""
+reindex, projects, index, export, import.
+
+Simple commands must start fast (tests/test_cli.py guards it): this module and the parser import only the standard
+library and small modules of ours. Each command imports what it needs (the database, the model, mem0, the stores,
+the web app) when it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import os
-import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
+from app.cli_output import add_format_option, print_rows
+from app.cli_parser import Parser, Version
+from app.cli_problems import database_place, database_problem, missing_database, settings_problem
 from app.errors import AppError
-from app.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    import socket
+
+    from app.settings import Settings
 
 KEEP_ALIVE_SECONDS = 75
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import contextlib
+
     import uvicorn
 
     from app.gc_tuning import tune_for_serving
@@ -63,6 +74,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
 def _reusable_socket(host: str, port: int) -> socket.socket:
     """A listening socket other processes may bind too (SO_REUSEPORT): the kernel spreads connections over them."""
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -74,12 +87,26 @@ def _reusable_socket(host: str, port: int) -> socket.socket:
 
 
 def _migrate(_: argparse.Namespace, settings: Settings) -> int:
-    from app.migrate import upgrade_to_head
+    from app.migrate import current_revision, head_revision, upgrade_to_head
 
     settings.ensure_data_dir()
-    upgrade_to_head(settings.resolved_database_url)
-    print("database is at the newest revision", file=sys.stderr)
+    url = settings.resolved_database_url
+    where = database_place(settings)
+    before = current_revision(url)
+    head = head_revision(url)
+    if before == head:
+        print(f"{where} is already at the newest revision, {head}", file=sys.stderr)
+        return 0
+    upgrade_to_head(url)
+    start = "an empty database" if before is None else f"revision {before}"
+    print(f"migrated {where} from {start} to {head}, the newest revision", file=sys.stderr)
     return 0
+
+
+def _run_with_db(settings: Settings, work: Callable[[Any], Awaitable[int]]) -> int:
+    import asyncio
+
+    return asyncio.run(_with_db(settings, work))
 
 
 async def _with_db(settings: Settings, work: Callable[[Any], Awaitable[int]]) -> int:
@@ -106,7 +133,29 @@ def _users_create(args: argparse.Namespace, settings: Settings) -> int:
         print(user.id)
         return 0
 
-    return asyncio.run(_with_db(settings, work))
+    return _run_with_db(settings, work)
+
+
+def _users_list(args: argparse.Namespace, settings: Settings) -> int:
+    from app.accounts import service
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            users = await service.list_users(session)
+        rows = [
+            {
+                "id": user.id,
+                "email": user.email,
+                "plan": user.plan,
+                "password": user.password_hash is not None,
+                "created_at": user.created_at.isoformat(),
+            }
+            for user in users
+        ]
+        print_rows(rows, args.format, ("id", "email", "plan", "password", "created_at"))
+        return 0
+
+    return _run_with_db(settings, work)
 
 
 def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
@@ -121,28 +170,38 @@ def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
         print(f"key id {created.key.id}: shown once, store it now", file=sys.stderr)
         return 0
 
-    return asyncio.run(_with_db(settings, work))
+    return _run_with_db(settings, work)
 
 
 def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import datetime
+
     from app.accounts import service
     from app.accounts.keys import display_prefix
+
+    def iso(value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
 
     async def work(db: Any) -> int:
         async with db.session() as session:
             keys = await service.list_keys(session, args.user_id)
-        print(f"{'ID':<21} {'NAME':<20} {'SCOPE':<6} {'PREFIX':<16} {'CREATED':<20} {'LAST USED':<20} STATUS")
-        for key in keys:
-            created = key.created_at.strftime("%Y-%m-%d %H:%M:%S")
-            used = key.last_used_at.strftime("%Y-%m-%d %H:%M:%S") if key.last_used_at else "never"
-            status = "revoked" if key.revoked_at else "active"
-            print(
-                f"{key.id:<21} {key.name[:20]:<20} {key.scope:<6} {display_prefix(key.lookup):<16} "
-                f"{created:<20} {used:<20} {status}"
-            )
+        rows = [
+            {
+                "id": key.id,
+                "name": key.name,
+                "scope": key.scope,
+                "prefix": display_prefix(key.lookup),
+                "status": "revoked" if key.revoked_at else "active",
+                "created_at": iso(key.created_at),
+                "last_used_at": iso(key.last_used_at),
+                "revoked_at": iso(key.revoked_at),
+            }
+            for key in keys
+        ]
+        print_rows(rows, args.format, ("id", "name", "scope", "prefix", "status", "created_at", "last_used_at"))
         return 0
 
-    return asyncio.run(_with_db(settings, work))
+    return _run_with_db(settings, work)
 
 
 def _keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
@@ -154,22 +213,20 @@ def _keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
         print(f"revoked {key.id}")
         return 0
 
-    return asyncio.run(_with_db(settings, work))
+    return _run_with_db(settings, work)
 
 
 def _oauth_clients_list(args: argparse.Namespace, settings: Settings) -> int:
-    import json
-
     from app.oauth import machine_clients
 
     async def work(db: Any) -> int:
         async with db.session() as session:
-            rows = await machine_clients.list_for(session, args.user_id)
-        for row in rows:
-            print(json.dumps(row.as_json()))
+            clients = await machine_clients.list_for(session, args.user_id)
+        columns = ("client_id", "name", "scope", "status", "key_name", "created_at", "last_token_at")
+        print_rows([client.as_json() for client in clients], args.format, columns)
         return 0
 
-    return asyncio.run(_with_db(settings, work))
+    return _run_with_db(settings, work)
 
 
 def _oauth_clients_revoke(args: argparse.Namespace, settings: Settings) -> int:
@@ -181,7 +238,7 @@ def _oauth_clients_revoke(args: argparse.Namespace, settings: Settings) -> int:
         print(f"revoked {args.client_id} and {tokens} of its tokens")
         return 0
 
-    return asyncio.run(_with_db(settings, work))
+    return _run_with_db(settings, work)
 
 
 def _sync_clients_create(args: argparse.Namespace, settings: Settings) -> int:
@@ -195,10 +252,12 @@ def _sync_clients_create(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(created.as_json()))
         return 0
 
-    return asyncio.run(_with_db(settings, work))
+    return _run_with_db(settings, work)
 
 
 def _reindex(_: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
     from app.main import build_container, close_container
     from app.memories.engine import IndexInUse
 
@@ -222,30 +281,45 @@ def _reindex(_: argparse.Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="engram", description="Engram: hosted memory for AI coding agents.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(
+        prog="engram",
+        description="Engram: hosted memory for AI coding agents.",
+        epilog="Data: ENGRAM_DATA_DIR, else data_dir in ./engram.toml or ~/.config/engram/engram.toml, "
+        "else ~/.local/share/engram.",
+    )
+    parser.add_argument("--version", action=Version, help="print the version and exit")
+    # Every command opens the database unless it says otherwise (a check first, so a missing one is one clear line).
+    parser.set_defaults(needs_database=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the HTTP server")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    serve.set_defaults(run=_serve)
+    serve.add_argument("--host", help="the address to listen on (default: ENGRAM_HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="the port to listen on (default: ENGRAM_PORT, else 8000)")
+    serve.set_defaults(run=_serve, needs_database=False)
 
-    commands.add_parser("migrate", help="apply database migrations").set_defaults(run=_migrate)
+    migrate = commands.add_parser("migrate", help="create the database, or bring it to the newest revision")
+    migrate.set_defaults(run=_migrate, needs_database=False)
     commands.add_parser("reindex", help="rebuild the vector index from the database").set_defaults(run=_reindex)
 
     users = commands.add_parser("users", help="manage users").add_subparsers(dest="action", required=True)
     create_user = users.add_parser("create", help="create a user; prints the user id")
     create_user.add_argument("email")
     create_user.set_defaults(run=_users_create)
+    list_users = users.add_parser("list", help="every user: id, email, plan, password (set or not), created_at")
+    add_format_option(list_users)
+    list_users.set_defaults(run=_users_list)
 
     keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="action", required=True)
     create_key = keys.add_parser("create", help="create a key; prints it, the only time it is shown")
     create_key.add_argument("user_id")
-    create_key.add_argument("--name", default="default")
-    create_key.add_argument("--scope", choices=["read", "write"], default="write")
+    create_key.add_argument("--name", default="default", help="what the key is for, shown in lists")
+    create_key.add_argument("--scope", choices=["read", "write"], default="write", help="what the key may do")
     create_key.set_defaults(run=_keys_create)
-    list_keys = keys.add_parser("list", help="list a user's keys")
+    list_keys = keys.add_parser(
+        "list", help="a user's keys: id, name, scope, prefix, status, created_at, last_used_at, revoked_at"
+    )
     list_keys.add_argument("user_id")
+    add_format_option(list_keys)
     list_keys.set_defaults(run=_keys_list)
     revoke = keys.add_parser("revoke", help="revoke a key")
     revoke.add_argument("key_id")
@@ -255,8 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     oauth_clients = oauth.add_parser("clients", help="machine (client_credentials) clients").add_subparsers(
         dest="action", required=True
     )
-    list_clients = oauth_clients.add_parser("list", help="a user's machine clients, one JSON object per line")
+    list_clients = oauth_clients.add_parser("list", help="a user's machine clients")
     list_clients.add_argument("user_id")
+    add_format_option(list_clients)
     list_clients.set_defaults(run=_oauth_clients_list)
     revoke_client = oauth_clients.add_parser("revoke", help="revoke a machine client and every token it holds")
     revoke_client.add_argument("client_id")
@@ -297,13 +372,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app.sync.commands import glue_option_values
 
     args = build_parser().parse_args(glue_option_values(sys.argv[1:] if argv is None else argv))
-    settings = get_settings()
+    from app.settings import get_settings
+
+    try:
+        settings = get_settings()
+    except ValueError as exc:
+        print(f"error: invalid settings: {settings_problem(exc)}", file=sys.stderr)
+        return 2
     if args.run is not _serve:  # serve sets up its own (request logs at info)
         _quiet_logging(settings)
     try:
+        missing = missing_database(settings) if args.needs_database else None
+        if missing is not None:
+            raise AppError(missing)
         code: int = args.run(args, settings)
     except AppError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        problem = database_problem(exc, settings)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
         return 1
     return code
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from litestar.types import ASGIApp, Receive, Scope, Send
+if TYPE_CHECKING:  # the CLI reads settings, which check networks here, without loading litestar
+    from litestar.types import ASGIApp, Receive, Scope, Send
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

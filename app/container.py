@@ -12,7 +12,7 @@ from litestar.handlers import BaseRouteHandler
 from app.accounts.auth import Authenticator, Recheck
 from app.accounts.principal import Principal
 from app.accounts.revocations import Revocations
-from app.admission import Admission
+from app.admission.gate import Admission
 from app.admission.http import admit
 from app.coordination import Coordination
 from app.db import Database

@@ -118,14 +118,19 @@ async def bounded_waits() -> AsyncIterator[None]:
         raise Overloaded("the database is busy; retry after 1 s", headers={"Retry-After": "1"}) from exc
 
 
-def create_engine(url: str, connections: int = 32) -> AsyncEngine:
+# SQLite's busy timeout when the caller gives none (the CLI, scripts): as patient as the driver's default.
+BUSY_TIMEOUT_SECONDS = 30.0
+
+
+def create_engine(url: str, connections: int = 32, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> AsyncEngine:
     """One engine per process, with a pool for ``connections`` requests at once (admission's largest limit) plus
-    the background work. SQLite gets WAL and a busy timeout so concurrent requests wait instead of failing."""
+    the background work. SQLite gets WAL and a busy timeout so concurrent requests wait for the write lock (at most
+    ``busy_timeout`` seconds, then 503 through ``bounded_waits``) instead of failing at once."""
     pool = {"pool_size": 8, "max_overflow": max(0, connections), "pool_timeout": POOL_TIMEOUT_SECONDS}
     if url.startswith("sqlite"):
         if url.endswith(":memory:"):
             pool = {}
-        engine = create_async_engine(url, connect_args={"timeout": 30}, **pool)
+        engine = create_async_engine(url, connect_args={"timeout": busy_timeout}, **pool)
 
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
@@ -141,12 +146,12 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _threaded_sqlite_writer(url: str) -> Engine | None:
+def _threaded_sqlite_writer(url: str, busy_timeout: float) -> Engine | None:
     """A synchronous engine on the same SQLite file, for short transactions run whole on a worker thread (see
     Database.transact)."""
     if not url.startswith("sqlite+aiosqlite:///") or url.endswith(":memory:"):
         return None
-    writer = create_sync_engine(url.replace("sqlite+aiosqlite", "sqlite", 1), connect_args={"timeout": 30})
+    writer = create_sync_engine(url.replace("sqlite+aiosqlite", "sqlite", 1), connect_args={"timeout": busy_timeout})
     event.listen(writer, "connect", _sqlite_pragmas)
     return writer
 
@@ -180,16 +185,23 @@ def _hot_reader(url: str) -> AsyncEngine | None:
 class Database:
     """Owns the engine and hands out sessions; created once in the lifespan."""
 
-    def __init__(self, url: str, *, connections: int = 32, probe: StageProbe | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connections: int = 32,
+        busy_timeout: float = BUSY_TIMEOUT_SECONDS,
+        probe: StageProbe | None = None,
+    ) -> None:
         self.url = url
-        self.engine = create_engine(url, connections)
+        self.engine = create_engine(url, connections, busy_timeout)
         # Called with a session's ``info`` after it commits: what must follow a commit, never precede it (telling
         # open streams a credential was revoked). Failures are logged, never raised: the commit stands.
         self.after_commit: list[Callable[[dict[str, Any]], Awaitable[None]]] = []
         self.sessionmaker = async_sessionmaker(self.engine, expire_on_commit=False)
         self._inline_reader = _inline_sqlite_reader(url)
         self._hot_reader = _hot_reader(url)
-        self._threaded_writer = _threaded_sqlite_writer(url)
+        self._threaded_writer = _threaded_sqlite_writer(url, busy_timeout)
         self._group = (
             GroupCommit(self.sessionmaker, self._after_commit, probe=probe)
             if url.startswith("sqlite") and not url.endswith(":memory:")

@@ -37,6 +37,13 @@ class MalformedBody(AppError):
     code = "malformed_body"
 
 
+class NotSupported(AppError):
+    """A feature a compatible API names that Engram does not offer (e.g. Mem0's profiles or webhooks)."""
+
+    status_code = 400
+    code = "not_supported"
+
+
 class InvalidIdentity(AppError):
     status_code = 400
     code = "invalid_user_id"

@@ -1,4 +1,5 @@
-"""Deleting what has expired: OAuth codes and tokens, web sessions. Nothing else ever removes those rows.
+"""Deleting what has expired: OAuth codes and tokens, web sessions, announced revocations. Nothing else ever removes
+those rows.
 
 Every instance runs the sweep; the deletes are idempotent, so several instances sweeping at once is harmless. Rows
 are kept for a grace period after they expire, so that a code or refresh token replayed soon after its expiry is
@@ -13,6 +14,7 @@ from datetime import datetime, timedelta
 
 import anyio
 
+from app.accounts import revocations
 from app.db import Database, utcnow
 from app.oauth import repository as oauth_repository
 from app.web import repository as web_repository
@@ -35,6 +37,7 @@ async def purge_expired(db: Database, now: datetime | None = None) -> Purged:
     async with db.engine.begin() as conn:
         oauth_rows = await oauth_repository.purge_expired(conn, before)
         web_sessions = await web_repository.purge_expired(conn, before)
+        await revocations.purge(conn, before)
     return Purged(oauth_rows, web_sessions)
 
 

@@ -20,8 +20,8 @@ from litestar.openapi.spec import Components, SecurityScheme
 from app.accounts.auth import Authenticator
 from app.accounts.revocations import Revocations
 from app.accounts.secret import resolve_secret_key
-from app.admission import Admission, AdmissionConfig
 from app.admission.batching import BatchingEmbedder
+from app.admission.gate import Admission, AdmissionConfig
 from app.admission.http import ReleaseSlots
 from app.client_address import TrustedProxies, parse_networks
 from app.container import Container, provide_container, provide_principal
@@ -34,6 +34,8 @@ from app.http_errors import EXCEPTION_HANDLERS
 from app.json_body import JsonRequest
 from app.mcp import McpEndpoint
 from app.mcp.endpoint import MOUNT as MCP_MOUNT
+from app.mem0compat.paths import Mem0Paths
+from app.mem0compat.routes import mem0_router
 from app.memories.embedder import Embedder, OnnxMiniLMEmbedder
 from app.memories.engine import MemoryEngine
 from app.memories.routes import MemoryController
@@ -58,6 +60,7 @@ from app.sessions.service import SessionService
 from app.settings import Settings, get_settings
 from app.sync.routes import SyncController
 from app.sync.runtime import open_sync
+from app.sync.stopping import on_stop_signal
 from app.teams import Teams
 from app.teams.routes import TeamController
 from app.web.errors import html_for_browsers
@@ -92,9 +95,14 @@ async def build_container(
             query_cache_size=settings.query_cache_size,
         )
     )
-    db = Database(settings.resolved_database_url, connections=settings.admission_max_limit, probe=metrics)
+    db = Database(
+        settings.resolved_database_url,
+        connections=settings.admission_max_limit,
+        busy_timeout=settings.database_busy_timeout_seconds,
+        probe=metrics,
+    )
     secret = await resolve_secret_key(db, settings.secret_key, data_dir)
-    revocations = Revocations(settings.redis_url)
+    revocations = Revocations(settings.redis_url, db, poll_seconds=settings.revocation_poll_seconds)
     db.after_commit.append(revocations.after_commit)
     breaker = (
         RedisBreaker(settings.redis_url, on_change=lambda down: metrics.redis_up.set(0 if down else 1))
@@ -203,7 +211,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         links = asyncio.create_task(container.sync.worker.run())
         try:
             async with mcp.running(container):
-                yield
+                with on_stop_signal(container.sync.stop_long_polls):
+                    yield
         finally:
             repair.cancel()
             sweep.cancel()
@@ -231,6 +240,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             static_files,
             mcp.route,
             oauth_router,
+            mem0_router,
         ],
         dependencies=dependencies,
         exception_handlers=html_for_browsers(EXCEPTION_HANDLERS),
@@ -262,7 +272,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         logging_config=None,
         debug=False,
     )
-    app.asgi_handler = ReleaseSlots(app.asgi_handler)
+    app.asgi_handler = ReleaseSlots(Mem0Paths(app.asgi_handler))
     install_observability(app, metrics, {MCP_MOUNT: MCP_MOUNT + "/{client_name}/{user_id}"})
     # Outermost: every layer below (logs, limits, handlers) sees the client the trusted proxy named.
     app.asgi_handler = TrustedProxies(

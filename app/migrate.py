@@ -26,15 +26,21 @@ def upgrade_to_head(database_url: str) -> None:
     command.upgrade(alembic_config(database_url), "head")
 
 
-def behind_head(database_url: str) -> str | None:
-    """Why ``engram serve`` cannot use this database yet (None when it is at the newest revision)."""
+def head_revision(database_url: str) -> str:
+    """The newest revision this code knows."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
+    assert head is not None, "the migrations folder has no revisions"
+    return head
+
+
+def current_revision(database_url: str) -> str | None:
+    """The revision the database is at (None: no tables yet)."""
     import asyncio
 
     from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
     from sqlalchemy.ext.asyncio import create_async_engine
-
-    head = ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
 
     async def current() -> str | None:
         engine = create_async_engine(database_url)
@@ -44,7 +50,13 @@ def behind_head(database_url: str) -> str | None:
         finally:
             await engine.dispose()
 
-    found = asyncio.run(current())
+    return asyncio.run(current())
+
+
+def behind_head(database_url: str) -> str | None:
+    """Why ``engram serve`` cannot use this database yet (None when it is at the newest revision)."""
+    head = head_revision(database_url)
+    found = current_revision(database_url)
     if found == head:
         return None
     state = "has no tables yet" if found is None else f"is at revision {found}, not {head}"

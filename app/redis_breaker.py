@@ -58,6 +58,7 @@ class RedisBreaker:
         self._on_change = on_change
         self._opened_at: float | None = None
         self._reason = ""
+        self._outages = 0
         self._closed = asyncio.Event()
         self._closed.set()
         self._watchdog: asyncio.Task[None] | None = None
@@ -67,6 +68,12 @@ class RedisBreaker:
     @property
     def is_open(self) -> bool:
         return self._opened_at is not None
+
+    @property
+    def outages(self) -> int:
+        """How many times the breaker has opened: a subscription that outlived a change here may have missed
+        messages, even if its own connection never failed (redis-py reconnects it quietly)."""
+        return self._outages
 
     @property
     def reason(self) -> str:
@@ -80,6 +87,7 @@ class RedisBreaker:
         if self._opened_at is not None:
             return
         self._opened_at = time.monotonic()
+        self._outages += 1
         self._reason = reason
         self._closed.clear()
         log.warning("redis is not answering (%s): coordination is unavailable and rate limits count in-process", reason)

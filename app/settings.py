@@ -1,12 +1,71 @@
-"""The one place that reads the environment (prefix ``ENGRAM_``)."""
+"""The one place that reads the environment (prefix ``ENGRAM_``) and the config file (``engram.toml``).
+
+Where the data lives, first found wins: ``ENGRAM_DATA_DIR``; ``data_dir`` in ``engram.toml`` (the working directory's,
+else ``~/.config/engram/engram.toml``); else the per-user ``~/.local/share/engram``. The checkout's own
+``engram.toml`` says ``data_dir = "data"``, so ``make run`` and the commands run there keep ``./data``.
+"""
 
 from __future__ import annotations
 
+import os
+import tomllib
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+CONFIG_FILE = "engram.toml"
+
+
+def config_file_candidates() -> list[Path]:
+    """Where a config file is looked for, in order: the working directory, then the user's config folder."""
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [Path.cwd() / CONFIG_FILE, config_home / "engram" / CONFIG_FILE]
+
+
+def find_config_file() -> Path | None:
+    return next((path for path in config_file_candidates() if path.is_file()), None)
+
+
+def user_data_dir() -> Path:
+    """The per-user default data directory, for installs that neither configure one nor run in a checkout."""
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "engram"
+
+
+def read_config_file(path: Path, known: set[str]) -> dict[str, Any]:
+    """The settings a config file sets: the same names as the variables, without ``ENGRAM_`` and in lower case.
+
+    An unknown name fails, naming the file and the name (a typo would otherwise be ignored). A relative
+    ``data_dir`` is taken from the file's own folder, wherever the command runs."""
+    try:
+        with path.open("rb") as file:
+            values = tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown setting {unknown[0]!r} (names as ENGRAM_ variables, in lower case)")
+    if isinstance(values.get("data_dir"), str):
+        values["data_dir"] = path.parent / Path(values["data_dir"]).expanduser()
+    return values
+
+
+class ConfigFileSource(PydanticBaseSettingsSource):
+    """Settings from ``engram.toml``: below the environment, above the defaults."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        path = find_config_file()
+        self.values = read_config_file(path, set(settings_cls.model_fields)) if path else {}
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.values)
 
 
 class Settings(BaseSettings):
@@ -19,7 +78,7 @@ class Settings(BaseSettings):
     # Several `engram serve` processes on one machine may listen on the same port (SO_REUSEPORT, Linux): the kernel
     # spreads new connections over them. Each still needs its own data_dir; they share the database and Redis.
     reuse_port: bool = False
-    data_dir: Path = Path("./data")
+    data_dir: Path = Field(default_factory=user_data_dir)
 
     # Unset: SQLite under data_dir. Production: postgresql+asyncpg://...
     database_url: str | None = None
@@ -75,6 +134,9 @@ class Settings(BaseSettings):
 
     # Live streams (SSE, MCP push) outlive the request that opened them: how often they re-check its credential.
     stream_recheck_seconds: float = 15.0
+    # How often each server reads the database for revocations made in other processes (the CLI of an embedded
+    # install, an instance Redis did not reach): one indexed read per interval, whatever the number of streams.
+    revocation_poll_seconds: float = Field(default=0.5, gt=0)
 
     # Quotas: a plan per user (users.plan); signups get default_plan. Override with JSON, e.g.
     # ENGRAM_PLANS='{"free": {"requests_per_minute": 600, "key_requests_per_minute": 300, "max_memories": 10000}}'.
@@ -115,7 +177,12 @@ class Settings(BaseSettings):
     # On an edge: the changes pushed lately, kept as pulls send them, for the nodes that pull close behind (0: none).
     sync_pull_cache_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
     sync_retry_max_seconds: float = Field(default=1.0, gt=0)
-    sync_pull_wait_seconds: float = Field(default=25.0, ge=0, le=60)
+    # A long poll waits this long at the edge (its answer has half a request's timeout on top): with the timeout
+    # below, a hung edge shows offline within 14 s, where the design asks for 15 s.
+    sync_pull_wait_seconds: float = Field(default=9.0, ge=0, le=60)
+    # The most a node waits on its edge for each part of a request (connecting, taking each part of a body, an
+    # answer); app.sync.timeouts bounds each request as a whole.
+    sync_request_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     sync_links_poll_seconds: float = Field(default=1.0, gt=0)
     sync_node_name: str | None = None
     # Losing versions kept per memory as CONFLICT events in its history, the newest; older ones are deleted.
@@ -142,9 +209,24 @@ class Settings(BaseSettings):
     admission_overloaded_wait_seconds: float = Field(default=0.1, gt=0, le=30)
     admission_target_delay_seconds: float = Field(default=0.02, gt=0, le=5)
     admission_min_share: int = Field(default=8, ge=1)
+    # How long a statement waits for SQLite's write lock (the busy timeout) before its request hears 503 with
+    # Retry-After: writes hold the lock for milliseconds (app.group_commit), so a longer wait is a stuck or
+    # overloaded database, and a client told so at once can retry elsewhere. Background work retries on its own.
+    database_busy_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     # Search queries whose vectors are kept (per tenant; about 3 KB each): a repeated search skips the model.
     query_cache_size: int = Field(default=1024, ge=0)
     log_level: str = "info"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, ConfigFileSource(settings_cls)
 
     @model_validator(mode="after")
     def _normalise(self) -> Settings:
@@ -171,6 +253,17 @@ class Settings(BaseSettings):
     def resolved_public_base_url(self) -> str:
         # Derived on every read, so a copy with another host or port (``engram serve --port``) advertises that one.
         return self.public_base_url or f"http://{self.host}:{self.port}"
+
+    def data_dir_origin(self) -> str:
+        """Where ``data_dir`` came from, for messages that must say how to choose another."""
+        if os.environ.get("ENGRAM_DATA_DIR"):
+            return "ENGRAM_DATA_DIR"
+        path = find_config_file()
+        if path is not None and "data_dir" in ConfigFileSource(type(self)).values:
+            return f"data_dir in {path}"
+        if self.data_dir == user_data_dir():
+            return "the per-user default"
+        return "the settings given"
 
     def ensure_data_dir(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)

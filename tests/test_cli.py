@@ -1,7 +1,9 @@
-"""The engram command, run as a user would run it."""
+"""The engram command, run as a user would run it: the installed entry point, from a folder outside the checkout,
+with HOME in a temporary folder."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -17,8 +20,10 @@ import pytest
 ENGRAM = str(Path(sys.executable).with_name("engram"))
 
 
-def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ENGRAM, *args], env=env, capture_output=True, text=True, timeout=120)
+def _run(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``engram *args``, from ``cwd`` (default: the temporary HOME, outside the checkout and its engram.toml)."""
+    where = cwd or env["HOME"]
+    return subprocess.run([ENGRAM, *args], env=env, cwd=where, capture_output=True, text=True, timeout=120)
 
 
 @contextmanager
@@ -27,7 +32,9 @@ def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(prefix="serve-", suffix=".log", dir=env["ENGRAM_DATA_DIR"])
     log = Path(name)
     with os.fdopen(fd, "wb") as sink:
-        proc = subprocess.Popen([ENGRAM, "serve", *args], env=env, stdout=subprocess.DEVNULL, stderr=sink)
+        proc = subprocess.Popen(
+            [ENGRAM, "serve", *args], env=env, cwd=env["HOME"], stdout=subprocess.DEVNULL, stderr=sink
+        )
     try:
         deadline = time.monotonic() + 180  # a loaded 2-core machine starts a server slowly
         while True:
@@ -45,13 +52,25 @@ def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
         proc.wait(timeout=30)
 
 
-def _env(tmp_path: Path, database_url: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env["ENGRAM_DATA_DIR"] = str(tmp_path)
+def _env(tmp_path: Path, database_url: str | None = None, *, data_dir: bool = True) -> dict[str, str]:
+    """The environment of a user: ENGRAM_DATA_DIR=tmp_path (unless ``data_dir`` is False), and a HOME of its own
+    beside it (tmp_path-home), which is where commands run unless told otherwise."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "XDG_"))}
+    home = tmp_path.with_name(tmp_path.name + "-home")
+    home.mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(home)
+    if data_dir:
+        env["ENGRAM_DATA_DIR"] = str(tmp_path)
     env["MEM0_TELEMETRY"] = "False"
     if database_url:
         env["ENGRAM_DATABASE_URL"] = database_url
     return env
+
+
+def _json_lines(stdout: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in stdout.splitlines()]
+    assert all(isinstance(row, dict) for row in rows), stdout
+    return rows
 
 
 def _exercise(env: dict[str, str]) -> None:
@@ -72,15 +91,15 @@ def _exercise(env: dict[str, str]) -> None:
 
     listing = _run(env, "keys", "list", user_id)
     assert listing.returncode == 0
-    line = next(line for line in listing.stdout.splitlines() if "laptop" in line)
-    assert "read" in line and "active" in line and key not in listing.stdout
-    key_id = line.split()[0]
+    (laptop,) = [row for row in _json_lines(listing.stdout) if row["name"] == "laptop"]
+    assert (laptop["scope"], laptop["status"], laptop["last_used_at"]) == ("read", "active", None)
+    assert key not in listing.stdout and key.startswith(laptop["prefix"].rstrip("…"))
+    key_id = laptop["id"]
 
     revoked = _run(env, "keys", "revoke", key_id)
     assert revoked.returncode == 0
-    assert "revoked" in next(
-        line for line in _run(env, "keys", "list", user_id).stdout.splitlines() if "laptop" in line
-    )
+    (laptop,) = [row for row in _json_lines(_run(env, "keys", "list", user_id).stdout) if row["name"] == "laptop"]
+    assert laptop["status"] == "revoked" and laptop["revoked_at"] is not None
 
     assert _run(env, "keys", "create", "u_nobody").returncode == 1
     assert _run(env, "keys", "revoke", "key_nobody").returncode == 1
@@ -208,3 +227,267 @@ def test_serve_on_a_database_never_migrated_says_to_migrate_first(tmp_path: Path
         "engram serve: the database has no tables yet: run `engram migrate` first (`make run` does both)"
     )
     assert _run(env, "migrate").returncode == 0
+
+
+# --- where the data is, and what the command says when it cannot open it -------------------------------------------
+
+
+def _head() -> str:
+    from app.migrate import head_revision
+
+    return head_revision("sqlite+aiosqlite://")
+
+
+def _one_line(done: subprocess.CompletedProcess[str]) -> str:
+    """A failure told in one line on stderr, nothing on stdout, no traceback."""
+    assert done.returncode != 0 and done.stdout == "", (done.stdout, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    return done.stderr.strip()
+
+
+def test_without_configuration_the_data_is_per_user_and_a_missing_database_is_one_line(tmp_path: Path) -> None:
+    env = _env(tmp_path, data_dir=False)
+    default = Path(env["HOME"]) / ".local" / "share" / "engram"
+
+    missing = _one_line(_run(env, "users", "list"))
+    assert missing == (
+        f"error: no database in {default} (the data directory, from the per-user default): run `engram migrate` to "
+        "make one there, or choose another data directory with ENGRAM_DATA_DIR=DIR or data_dir in engram.toml"
+    )
+    assert not default.exists()  # nothing made by a command that only reads
+
+    first = _run(env, "migrate")
+    assert first.returncode == 0 and first.stdout == ""
+    assert first.stderr == (
+        f"migrated the database in {default} (the data directory, from the per-user default) "
+        f"from an empty database to {_head()}, the newest revision\n"
+    )
+    again = _run(env, "migrate")
+    assert again.stderr.endswith(f"is already at the newest revision, {_head()}\n")
+
+    user = _run(env, "users", "create", "far@example.test").stdout.strip()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    listed = _run(env, "users", "list", cwd=elsewhere)
+    assert [(row["id"], row["email"]) for row in _json_lines(listed.stdout)] == [(user, "far@example.test")]
+    assert (default / "engram.db").is_file()
+
+
+def test_a_config_file_chooses_the_data_and_the_environment_wins(tmp_path: Path) -> None:
+    env = _env(tmp_path, data_dir=False)
+    config = Path(env["HOME"]) / ".config" / "engram"
+    config.mkdir(parents=True)
+    (config / "engram.toml").write_text(f'data_dir = "{tmp_path / "from-home-config"}"\n')
+    here = tmp_path / "project"
+    here.mkdir()
+
+    assert _run(env, "migrate", cwd=here).returncode == 0
+    assert (tmp_path / "from-home-config" / "engram.db").is_file()
+
+    # The working directory's engram.toml comes first; a relative data_dir is the file's own folder's.
+    (here / "engram.toml").write_text('data_dir = "local-data"\nlog_format = "text"\n')
+    assert _run(env, "migrate", cwd=here).returncode == 0
+    assert (here / "local-data" / "engram.db").is_file()
+    assert _run(env, "users", "create", "here@example.test", cwd=here).returncode == 0
+    assert [row["email"] for row in _json_lines(_run(env, "users", "list", cwd=here).stdout)] == ["here@example.test"]
+    from_home = _run(env, "users", "list", cwd=tmp_path)  # no engram.toml there: ~/.config/engram's
+    assert from_home.returncode == 0 and from_home.stdout == ""
+
+    env["ENGRAM_DATA_DIR"] = str(tmp_path / "from-env")
+    told = _one_line(_run(env, "users", "list", cwd=here))
+    assert f"no database in {tmp_path / 'from-env'} (the data directory, from ENGRAM_DATA_DIR)" in told
+
+    (here / "engram.toml").write_text('data_dri = "typo"\n')
+    bad = _one_line(_run(env, "users", "list", cwd=here))
+    assert bad == f"error: invalid settings: {here / 'engram.toml'}: unknown setting 'data_dri' (names as ENGRAM_ " + (
+        "variables, in lower case)"
+    )
+
+
+def test_a_database_that_cannot_be_opened_is_one_line_naming_it(tmp_path: Path) -> None:
+    from tests.harness import free_port
+
+    env = _env(tmp_path)
+    (tmp_path / "engram.db").mkdir()  # there, but not a database file
+    told = _one_line(_run(env, "keys", "list", "u_someone"))
+    assert told == (
+        f"error: cannot use the database in {tmp_path} (the data directory, from ENGRAM_DATA_DIR): unable to open "
+        "database file; choose another data directory with ENGRAM_DATA_DIR=DIR or data_dir in engram.toml"
+    )
+
+    env["ENGRAM_DATABASE_URL"] = f"postgresql+asyncpg://postgres:hunter2@127.0.0.1:{free_port()}/engram"
+    unreachable = _one_line(_run(env, "users", "list"))
+    assert unreachable.startswith("error: cannot use the database at postgresql+asyncpg://postgres:***@127.0.0.1:")
+    assert unreachable.endswith("; set ENGRAM_DATABASE_URL (or database_url in engram.toml) to another")
+    assert "hunter2" not in unreachable
+
+
+@pytest.mark.postgres
+def test_a_postgres_database_never_migrated_says_to_migrate(tmp_path: Path, pg_server: str) -> None:
+    import uuid
+
+    from tests.conftest import _admin_execute
+
+    name = f"engram_blank_{uuid.uuid4().hex[:12]}"
+    _admin_execute(f'CREATE DATABASE "{name}"')
+    try:
+        env = _env(tmp_path, f"postgresql+asyncpg://{pg_server}/{name}")
+        told = _one_line(_run(env, "users", "list"))
+        assert told == (
+            f"error: the database at postgresql+asyncpg://{pg_server}/{name} has no tables yet: run `engram migrate` "
+            "first, or set ENGRAM_DATABASE_URL (or database_url in engram.toml) to another"
+        )
+        migrated = _run(env, "migrate")
+        assert migrated.stderr == (
+            f"migrated the database at postgresql+asyncpg://{pg_server}/{name} from an empty database to {_head()}, "
+            "the newest revision\n"
+        )
+        assert _run(env, "users", "list").returncode == 0
+    finally:
+        _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- the shape of every command: version, help, list output -------------------------------------------------------
+
+
+def _commands(parser: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every command of the parser (the leaves), with its words: ("keys", "list"), ..."""
+    import argparse
+
+    groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not groups:
+        yield path, parser
+    for group in groups:
+        for name, sub in group.choices.items():
+            yield from _commands(sub, (*path, name))
+
+
+def test_version_is_the_installed_one(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    done = _run(_env(tmp_path), "--version")
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"engram {version('engram')}\n", "")
+
+
+def test_every_option_has_help_that_says_its_default(tmp_path: Path) -> None:
+    from app.cli import build_parser
+
+    commands = dict(_commands(build_parser()))
+    assert {("users", "list"), ("projects", "remove"), ("keys", "list")} <= set(commands)
+    for words, parser in commands.items():
+        help_text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            assert action.help, f"engram {' '.join(words)} {action.option_strings[0]} has no help"
+            if action.default not in (None, False, [], "==SUPPRESS=="):
+                assert f"(default: {action.default})" in help_text, (words, action.option_strings)
+
+    shown = _run(_env(tmp_path), "keys", "create", "--help")
+    assert shown.returncode == 0
+    text = " ".join(shown.stdout.split())
+    assert "--scope {read,write} what the key may do (default: write)" in text
+    assert "--name NAME what the key is for, shown in lists (default: default)" in text
+
+
+def test_every_list_command_prints_json_lines_or_a_table(tmp_path: Path) -> None:
+    from app.cli import build_parser
+
+    listing = [words for words, parser in _commands(build_parser()) if words[-1] == "list"]
+    assert set(listing) == {("users", "list"), ("keys", "list"), ("oauth", "clients", "list"), ("projects", "list")}
+    for words, parser in _commands(build_parser()):
+        if words[-1] == "list":
+            (option,) = [a for a in parser._actions if "--format" in a.option_strings]
+            assert (tuple(option.choices), option.default) == (("json", "table"), "json"), words
+
+    env = _env(tmp_path)
+    assert _run(env, "migrate").returncode == 0
+    user = _run(env, "users", "create", "lister@example.test").stdout.strip()
+    assert _run(env, "keys", "create", user, "--name", "my laptop").returncode == 0
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    assert _run(env, "projects", "add", "docs", str(folder), "--user", user).returncode == 0
+    args = {("users", "list"): [], ("keys", "list"): [user], ("oauth", "clients", "list"): [user]}
+    for words in listing:
+        as_json = _run(env, *words, *args.get(words, []))
+        assert as_json.returncode == 0, as_json.stderr
+        rows = _json_lines(as_json.stdout)
+        as_table = _run(env, *words, *args.get(words, []), "--format", "table")
+        assert as_table.returncode == 0, as_table.stderr
+        header, *lines = as_table.stdout.splitlines()
+        assert header == header.upper() and header.split()[0] in {"ID", "CLIENT_ID", "NAME"}, header
+        assert len(lines) == len(rows), as_table.stdout
+    table = _run(env, "keys", "list", user, "--format", "table").stdout.splitlines()
+    assert table[0].split() == ["ID", "NAME", "SCOPE", "PREFIX", "STATUS", "CREATED_AT", "LAST_USED_AT"]
+    assert "my laptop" in table[1] and table[1].rstrip().endswith("-")  # never used
+    assert table[1].index("my laptop") == table[0].index("NAME")  # aligned
+
+
+# --- simple commands stay light ---------------------------------------------------------------------------------
+
+HEAVY = ("onnxruntime", "mem0", "qdrant_client", "qdrant_edge", "litestar", "uvicorn", "redis", "mcp", "numpy")
+
+
+def _imported(env: dict[str, str], *args: str) -> set[str]:
+    """The modules the real entry point imports to run ``engram *args`` (python -X importtime)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", ENGRAM, *args],
+        env=env,
+        cwd=env["HOME"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return {line.rsplit("|", 1)[1].strip() for line in lines[1:]}
+
+
+def test_simple_commands_import_none_of_the_heavy_parts(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    assert _run(env, "migrate").returncode == 0
+    user = _run(env, "users", "create", "light@example.test").stdout.strip()
+    for args in (["--help"], ["--version"], ["users", "list"], ["keys", "list", user], ["projects", "list"]):
+        loaded = _imported(env, *args)
+        heavy = sorted(name for name in loaded if name.split(".")[0] in HEAVY)
+        assert heavy == [], f"engram {' '.join(args)} imported {heavy[:5]}"
+        if args[0].startswith("--"):  # answered by the parser: not even the database or the settings
+            assert not {"sqlalchemy", "pydantic", "asyncio"} & {name.split(".")[0] for name in loaded}, args
+
+
+# --- projects remove, and index's advice -------------------------------------------------------------------------
+
+
+def test_projects_remove_forgets_the_folder(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    assert _run(env, "migrate").returncode == 0
+    user = _run(env, "users", "create", "remover@example.test").stdout.strip()
+    folder = tmp_path / "shop"
+    folder.mkdir()
+    assert _run(env, "projects", "add", "shop", str(folder), "--user", user).returncode == 0
+    assert _run(env, "projects", "add", "blog", str(folder), "--user", user).returncode == 0
+
+    removed = _run(env, "projects", "remove", "shop")
+    assert removed.returncode == 0, removed.stderr
+    (row,) = _json_lines(removed.stdout)
+    assert (row["name"], row["path"], row["user"]) == ("shop", str(folder), user)
+    assert [row["name"] for row in _json_lines(_run(env, "projects", "list").stdout)] == ["blog"]
+
+    again = _one_line(_run(env, "projects", "remove", "shop"))
+    assert again == "error: no project named shop"
+    assert _one_line(_run(env, "projects", "remove", "blog", "--user", "u_other")) == (
+        "error: no project named blog for user u_other"
+    )
+
+
+def test_index_of_a_folder_without_url_says_how(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    for target in (str(folder), "./repo"):
+        told = _one_line(_run(env, "index", target, cwd=tmp_path))
+        assert told == (
+            f"error: {target} is a folder, not a registered project: register it with `engram projects add NAME "
+            f"{target} --user USER_ID` and run `engram index NAME`, or index it into a remote Engram with "
+            "`--url URL --key KEY --session NAME`"
+        )

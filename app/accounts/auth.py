@@ -15,12 +15,13 @@ CHALLENGE = {"WWW-Authenticate": 'Bearer realm="engram"'}
 
 
 def presented_credential(headers: Mapping[str, str]) -> str | None:
-    """``Authorization: Bearer <key>`` or ``X-API-Key: <key>``."""
+    """``Authorization: Bearer <key>``, ``Authorization: Token <key>`` (what Mem0's client sends) or
+    ``X-API-Key: <key>``: one credential under three spellings, checked by the same rules."""
     authorization = headers.get("authorization")
     if authorization:
         scheme, _, value = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer" or not value.strip():
-            raise Unauthorized("Authorization must be 'Bearer <API key>'", headers=CHALLENGE)
+        if scheme.lower() not in ("bearer", "token") or not value.strip():
+            raise Unauthorized("Authorization must be 'Bearer <API key>' or 'Token <API key>'", headers=CHALLENGE)
         return value.strip()
     api_key = headers.get("x-api-key")
     return api_key.strip() if api_key else None
@@ -33,7 +34,9 @@ class BearerTokenVerifier(Protocol):
 
     def tokens_only(self, resource: str | None) -> bool: ...
 
-    def challenge(self, resource: str | None) -> dict[str, str]: ...
+    def challenge(
+        self, resource: str | None, error: str | None = None, description: str | None = None
+    ) -> dict[str, str]: ...
 
     async def verify(self, credential: str, resource: str | None) -> Principal: ...
 

@@ -31,3 +31,14 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class CredentialRevocation(Base):
+    """One row per act of revocation, written in the revoking transaction: how servers in other processes (the CLI
+    of an embedded install, an instance Redis could not reach) learn of it. Rows are read for seconds, then purged."""
+
+    __tablename__ = "credential_revocations"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(64))
+    revoked_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)

@@ -17,6 +17,11 @@ async def get_user(session: AsyncSession, user_id: str) -> User | None:
     return await session.get(User, user_id)
 
 
+async def all_users(session: AsyncSession) -> Sequence[User]:
+    """Every user, oldest first (the operator's ``engram users list``)."""
+    return (await session.execute(select(User).order_by(User.created_at, User.id))).scalars().all()
+
+
 async def get_user_by_email(session: AsyncSession, email: str) -> User | None:
     return (await session.execute(select(User).where(User.email == email))).scalar_one_or_none()
 

@@ -6,7 +6,11 @@ announced, in this process and (with Redis) to every instance. Each open stream 
 credential at once and ends if it no longer holds. Announcing the user rather than the credential keeps this
 simple where one act revokes many credentials (a key and the machine clients it registered): a stream whose
 credential still holds just carries on. Streams also re-check on a timer (``stream_recheck_seconds``), which covers
-expiry and a revocation announced where no Redis carries it (the CLI of an embedded install).
+expiry.
+
+The revoking transaction also writes a ``credential_revocations`` row, and every server polls that table (one indexed
+read per ``revocation_poll_seconds`` per process, however many streams are open): that is how a revocation made in
+another process reaches the streams where no Redis carries it (the CLI of an embedded install, or Redis down).
 """
 
 from __future__ import annotations
@@ -14,25 +18,41 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from redis.asyncio import Redis
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.redis_breaker import UNAVAILABLE
+from app.accounts.models import CredentialRevocation
+from app.db import Database
+
+if TYPE_CHECKING:  # loaded only where Redis is configured: a CLI command on an embedded install never needs it
+    from redis.asyncio import Redis
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "engram:revocations"
 _NOTED = "engram.revoked_users"
+# Row ids come from a sequence, and on PostgreSQL a transaction may commit after one that took a later id: an id
+# skipped over is looked for again this long before the poll gives up on it (rolled back, most likely).
+GAP_SECONDS = 10.0
+_MAX_GAPS = 1000
+_POLL_BATCH = 1000
 
 
 def note_revoked(session: Any, user_id: str | None) -> None:
     """Record, in the session that revokes it, that a credential of ``user_id`` is being revoked.
 
     ``session`` is an AsyncSession or the synchronous Session authlib's hooks get (they share ``info``)."""
-    if user_id:
-        session.info.setdefault(_NOTED, set()).add(user_id)
+    if not user_id:
+        return
+    session.info.setdefault(_NOTED, set()).add(user_id)
+    pending = any(isinstance(row, CredentialRevocation) and row.user_id == user_id for row in session.new)
+    if not pending:
+        session.add(CredentialRevocation(user_id=user_id))
 
 
 def noted(info: dict[str, Any]) -> set[str]:
@@ -41,14 +61,56 @@ def noted(info: dict[str, Any]) -> set[str]:
     return users
 
 
+async def purge(conn: AsyncConnection, before: datetime) -> int:
+    """Delete the revocation rows written before ``before`` (every poll has read them long since)."""
+    result = await conn.execute(delete(CredentialRevocation).where(CredentialRevocation.revoked_at < before))
+    return int(result.rowcount or 0)
+
+
+class RevocationCursor:
+    """Which revocation rows the poll has seen: every id up to ``floor``, and those in ``seen`` above it."""
+
+    def __init__(self, floor: int) -> None:
+        self.floor = floor
+        self.seen: set[int] = set()
+        self.gaps: dict[int, float] = {}  # an id skipped over -> when the poll first noticed it missing
+
+    def take(self, ids: list[int], now: float) -> list[int]:
+        """Of the ids read above ``floor``, those not seen before; then move ``floor`` up past every id seen or
+        missing for longer than GAP_SECONDS."""
+        new = [i for i in ids if i > self.floor and i not in self.seen]
+        self.seen.update(new)
+        for i in new:
+            self.gaps.pop(i, None)
+        top = max(self.seen, default=self.floor)
+        if top - self.floor - len(self.seen) > _MAX_GAPS:
+            self.gaps.clear()  # a sequence that jumped (PostgreSQL caches ids): nothing is coming back for those
+        else:
+            for i in range(self.floor + 1, top):
+                if i not in self.seen:
+                    self.gaps.setdefault(i, now)
+        self.gaps = {i: since for i, since in self.gaps.items() if now - since < GAP_SECONDS}
+        self.floor = min(self.gaps) - 1 if self.gaps else top
+        self.seen = {i for i in self.seen if i > self.floor}
+        return new
+
+
 class Revocations:
     """Announces users whose credentials were revoked; streams watch their user."""
 
-    def __init__(self, redis_url: str | None = None) -> None:
-        self._redis = Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2) if redis_url else None
+    def __init__(self, redis_url: str | None = None, db: Database | None = None, *, poll_seconds: float = 0.5) -> None:
+        """``db``: poll it for revocations made by other processes (a server passes it; the CLI does not)."""
+        self._redis: Redis | None = None
+        if redis_url:
+            from redis.asyncio import Redis
+
+            self._redis = Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+        self._db = db
+        self._poll_seconds = poll_seconds
         self._watchers: dict[str, set[asyncio.Event]] = {}
         self._listeners: list[Callable[[str], None]] = []
         self._task: asyncio.Task[None] | None = None
+        self._poll: asyncio.Task[None] | None = None
 
     @contextlib.contextmanager
     def watch(self, user_id: str) -> Iterator[asyncio.Event]:
@@ -83,6 +145,8 @@ class Revocations:
             self._fire(user_id)
         if self._redis is None or not user_ids:
             return
+        from app.redis_breaker import UNAVAILABLE
+
         try:
             for user_id in user_ids:
                 await self._redis.publish(CHANNEL, user_id)
@@ -114,15 +178,49 @@ class Revocations:
                 log.debug("revocation relay lost Redis; retrying", exc_info=True)
                 await asyncio.sleep(0.5)
 
+    async def _read_since(self, floor: int) -> list[tuple[int, str]]:
+        assert self._db is not None
+        query = (
+            select(CredentialRevocation.id, CredentialRevocation.user_id)
+            .where(CredentialRevocation.id > floor)
+            .order_by(CredentialRevocation.id)
+            .limit(_POLL_BATCH)
+        )
+        async with self._db.engine.connect() as conn:
+            return [(row[0], row[1]) for row in await conn.execute(query)]
+
+    async def _follow_database(self) -> None:
+        """Fire for every revocation row committed since this server started, wherever it was written."""
+        assert self._db is not None
+        cursor: RevocationCursor | None = None
+        while True:
+            try:
+                if cursor is None:
+                    async with self._db.engine.connect() as conn:
+                        top = (await conn.execute(select(func.max(CredentialRevocation.id)))).scalar()
+                    cursor = RevocationCursor(int(top or 0))
+                rows = await self._read_since(cursor.floor)
+                users = dict(rows)
+                for row_id in cursor.take(list(users), time.monotonic()):
+                    self._fire(users[row_id])
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("could not poll the database for revocations; retrying", exc_info=True)
+            await asyncio.sleep(self._poll_seconds)
+
     def start(self) -> None:
         if self._redis is not None and self._task is None:
             self._task = asyncio.create_task(self._follow(), name="revocation-relay")
+        if self._db is not None and self._poll is None:
+            self._poll = asyncio.create_task(self._follow_database(), name="revocation-poll")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._poll):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._poll = None
         if self._redis is not None:
             await self._redis.aclose()

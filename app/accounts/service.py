@@ -48,6 +48,11 @@ async def create_user(session: AsyncSession, email: str, password_hash: str | No
     return user
 
 
+async def list_users(session: AsyncSession) -> Sequence[User]:
+    """Every user of this server, oldest first."""
+    return await repository.all_users(session)
+
+
 async def require_user(session: AsyncSession, user_id: str) -> User:
     user = await repository.get_user(session, user_id)
     if user is None:

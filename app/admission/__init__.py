@@ -1,5 +1,4 @@
-"""Admission control, fairness between tenants, and batching: how Engram stays fast and honest under load."""
+"""Admission control, fairness between tenants, and batching: how Engram stays fast and honest under load.
 
-from app.admission.gate import Admission, AdmissionConfig, Ticket
-
-__all__ = ["Admission", "AdmissionConfig", "Ticket"]
+Nothing is imported here: the database layer uses ``app.admission.probe`` and must not load the gate (and Redis).
+"""

@@ -59,6 +59,11 @@ logger = logging.getLogger(__name__)
 _UNAVAILABLE = UNAVAILABLE
 # How often a live subscription looks whether the breaker opened meanwhile (a hung Redis sends nothing at all).
 _LISTEN_TICK_SECONDS = 0.5
+# A subscription quiet this long pings on its own connection: one that silently stopped carrying anything (Redis
+# restarted behind a NAT, a failover, a partition that dropped it) hears no error, while the breaker's own connection
+# may well be fine again.
+_LIVENESS_SECONDS = 5.0
+_LIVENESS_PING = "engram-liveness"
 
 
 class RedisCoordination:
@@ -360,6 +365,7 @@ class RedisCoordination:
     async def subscribe(self, key: SessionKey) -> AsyncIterator[AsyncIterator[Event]]:
         """Live events of the session while the context is open; a lost connection raises CoordinationUnavailable."""
         channel = self._key(key, "events")
+        outages = self._breaker.outages
         pubsub = self._pubsub_client.pubsub()
         try:
             async with self._guard():
@@ -368,7 +374,7 @@ class RedisCoordination:
                 async with asyncio.timeout(5):
                     while (message := await pubsub.get_message(timeout=1.0)) is None or message["type"] != "subscribe":
                         pass
-            yield self._listen(pubsub)
+            yield self._listen(pubsub, outages)
         finally:
             with suppress(*_UNAVAILABLE):
                 await pubsub.aclose()
@@ -401,22 +407,42 @@ class RedisCoordination:
         if self._own_breaker:
             await self._breaker.close()
 
-    async def _listen(self, pubsub: PubSub) -> AsyncIterator[Event]:
-        """The subscription's events; ends with CoordinationUnavailable once Redis stops answering."""
+    async def _listen(self, pubsub: PubSub, outages: int) -> AsyncIterator[Event]:
+        """The subscription's events; ends with CoordinationUnavailable once Redis stops answering, once the breaker
+        has opened since (messages published meanwhile may be lost), or once a liveness ping on the subscription's
+        own connection goes unanswered. ``outages``: the breaker's count when the subscription began."""
+        heard = asyncio.get_running_loop().time()
+        pinged: float | None = None
         while True:
             try:
-                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=_LISTEN_TICK_SECONDS)
+                # Read raw, then parse: any reply proves the connection alive (get_message drops our pong when
+                # replies are decoded).
+                response = await pubsub.parse_response(block=False, timeout=_LISTEN_TICK_SECONDS)
+                message = await pubsub.handle_message(response, ignore_subscribe_messages=True) if response else None
             except _UNAVAILABLE as exc:
                 # This one connection failed; whether Redis itself is gone is the breaker's probe to say.
                 await self._breaker.ping()
                 raise CoordinationUnavailable(f"redis did not answer ({type(exc).__name__})") from exc
-            if message is None:
-                # A hung Redis sends nothing, not even an error: the breaker (its watchdog) is what notices.
-                if self._breaker.is_open:
-                    raise CoordinationUnavailable(f"redis is not answering: {self._breaker.reason}")
+            if self._breaker.outages != outages:
+                raise CoordinationUnavailable("redis was unreachable meanwhile: messages may have been lost")
+            now = asyncio.get_running_loop().time()
+            if response:
+                heard, pinged = now, None
+                if message is not None and message["type"] == "message":
+                    yield decode_event(message["data"])
                 continue
-            if message["type"] == "message":
-                yield decode_event(message["data"])
+            # A hung Redis sends nothing, not even an error: the breaker (its watchdog) is what notices.
+            if self._breaker.is_open:
+                raise CoordinationUnavailable(f"redis is not answering: {self._breaker.reason}")
+            if pinged is not None and now - pinged > self._budget:
+                raise CoordinationUnavailable("the subscription's connection stopped answering")
+            if pinged is None and now - heard >= _LIVENESS_SECONDS:
+                pinged = now
+                try:
+                    async with asyncio.timeout(self._budget):
+                        await pubsub.ping(_LIVENESS_PING)
+                except _UNAVAILABLE as exc:
+                    raise CoordinationUnavailable(f"redis did not answer ({type(exc).__name__})") from exc
 
 
 def _change(life: int, entry_id: str, fields: dict[str, str]) -> Change:

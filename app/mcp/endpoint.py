@@ -152,16 +152,24 @@ class McpEndpoint:
             await send_error(send, exc, request_id_in(body))
             return
         try:
-            await self._serve(scope, receive, send, container, caller, session_id)
+            await self._serve(scope, receive, send, container, caller, session_id, tool_call=method == "tools/call")
         finally:
             if ticket is not None:
                 container.admission.leave(ticket)
 
     async def _serve(
-        self, scope: Scope, receive: Receive, send: Send, container: Container, caller: Caller, session_id: str | None
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        container: Container,
+        caller: Caller,
+        session_id: str | None,
+        *,
+        tool_call: bool,
     ) -> None:
         if caller.identity.is_session:
-            await _mark_present(container, caller)
+            await _mark_present(container, caller, tool_call=tool_call)
         owner = _owner(caller)
 
         async def bind_new_session(message: Message) -> None:
@@ -187,10 +195,11 @@ class McpEndpoint:
         return Caller(principal=principal, identity=identity, client_name=client_name, container=container), plan
 
 
-async def _mark_present(container: Container, caller: Caller) -> None:
-    """Any call on a session URL shows the agent in the session (rate-limited per agent, see TeamService.seen)."""
+async def _mark_present(container: Container, caller: Caller, *, tool_call: bool) -> None:
+    """Any call on a session URL shows the agent in the session (rate-limited per agent, see TeamService.seen); only
+    a tool call brings back an agent that left (closing its client, say, must not)."""
     try:
-        await container.teams.agents.seen(caller.identity)
+        await container.teams.agents.seen(caller.identity, revive=tool_call)
     except Exception:  # presence is a courtesy: it must never fail the call itself
         log.warning("could not mark %s present", caller.identity.format(), exc_info=True)
 

@@ -9,6 +9,7 @@ from app.mcp.tools import Args, Toolset
 from app.memories.schemas import (
     MAX_TAGS,
     BatchResponse,
+    EndUser,
     MemoryIn,
     MemoryOut,
     MemoryPage,
@@ -35,6 +36,7 @@ _SCOPE = (
 )
 _VISIBILITY = "'private': only you can ever read it, whatever the scope (a scratchpad). Default 'public'."
 _TAGS = "Short labels to filter by later, e.g. ['auth', 'decision']. At most 20, each 1-64 characters."
+_END_USER = "The end user of the app this memory is about (an app that serves many people), e.g. 'alice@example.com'."
 _METADATA = "Extra key/value facts (strings, numbers, booleans), e.g. {'file': 'src/app.py'}. Keys without '.'."
 
 
@@ -44,6 +46,7 @@ class NewMemory(Args):
     metadata: Metadata = Field(default_factory=dict, description=_METADATA)
     scope: Scope | None = Field(default=None, description=_SCOPE)
     visibility: Visibility = Field(default="public", description=_VISIBILITY)
+    end_user: EndUser | None = Field(default=None, description=_END_USER)
 
 
 class AddMemoriesArgs(Args):
@@ -56,6 +59,7 @@ class SearchMemoryArgs(Args):
     query: str = Field(min_length=1, max_length=4000, description="What you are looking for, in plain words.")
     limit: int = Field(default=10, ge=1, le=100, description="At most this many results, best first.")
     tags: list[Tag] | None = Field(default=None, description="Only memories carrying all of these tags.")
+    end_user: EndUser | None = Field(default=None, description="Only memories about this end user of the app.")
     threshold: float | None = Field(
         default=None,
         ge=0.0,
@@ -69,6 +73,7 @@ class ListMemoriesArgs(Args):
         default=None, description="Only memories of this scope: 'user', 'session', 'agent' or 'role'."
     )
     tags: list[Tag] | None = Field(default=None, description="Only memories carrying all of these tags.")
+    end_user: EndUser | None = Field(default=None, description="Only memories about this end user of the app.")
     limit: int = Field(default=50, ge=1, le=200, description="Page size, 1-200.")
     cursor: str | None = Field(default=None, description="The next_cursor of the previous page, to continue.")
 
@@ -110,7 +115,14 @@ async def add_memories(caller: Caller, args: AddMemoriesArgs) -> BatchResponse:
     Returns the stored memories with their ids.
     """
     items = [
-        MemoryIn(content=m.content, tags=m.tags, metadata=m.metadata, scope=m.scope, visibility=m.visibility)
+        MemoryIn(
+            content=m.content,
+            tags=m.tags,
+            metadata=m.metadata,
+            scope=m.scope,
+            visibility=m.visibility,
+            end_user=m.end_user,
+        )
         for m in args.memories
     ]
     return BatchResponse(results=await caller.container.memories.add(caller.principal, caller.identity, items))
@@ -122,7 +134,9 @@ async def search_memory(caller: Caller, args: SearchMemoryArgs) -> SearchRespons
 
     Results come best first with a similarity score from 0 to 1.
     """
-    request = SearchIn(query=args.query, limit=args.limit, tags=args.tags, threshold=args.threshold)
+    request = SearchIn(
+        query=args.query, limit=args.limit, tags=args.tags, threshold=args.threshold, end_user=args.end_user
+    )
     return SearchResponse(results=await caller.container.memories.search(caller.principal, caller.identity, request))
 
 
@@ -130,7 +144,13 @@ async def search_memory(caller: Caller, args: SearchMemoryArgs) -> SearchRespons
 async def list_memories(caller: Caller, args: ListMemoriesArgs) -> MemoryPage:
     """List the memories you can read, newest first, one page at a time (pass next_cursor to continue)."""
     return await caller.container.memories.list(
-        caller.principal, caller.identity, scope=args.scope, tags=args.tags or (), limit=args.limit, cursor=args.cursor
+        caller.principal,
+        caller.identity,
+        scope=args.scope,
+        tags=args.tags or (),
+        limit=args.limit,
+        cursor=args.cursor,
+        end_user=args.end_user,
     )
 
 

@@ -153,6 +153,7 @@ class MemoryEngine:
         infer: bool,
         created_at: str | None = None,
         context: str = "",
+        end_user: str | None = None,
     ) -> list[AddOutcome]:
         """Store ``content`` (or, with ``infer`` and an LLM configured, the facts an LLM extracts from it).
 
@@ -172,6 +173,7 @@ class MemoryEngine:
             infer and self._infer_available,
             created_at,
             context,
+            end_user,
         )
 
     async def search(
@@ -185,10 +187,14 @@ class MemoryEngine:
         tags: list[str] | None = None,
         metadata: dict[str, str | int | float | bool] | None = None,
         scope: str | None = None,
+        entities: Mapping[str, Sequence[str]] | None = None,
     ) -> list[SearchHit]:
         """Best matches first among the tenant's memories with one of ``visibilities`` (None: all of the tenant's,
-        for the owner's own view), all ``tags``, ``metadata`` and, when given, ``scope``."""
-        return await self._run(self._search, user_id, query, visibilities, limit, threshold, tags, metadata, scope)
+        for the owner's own view), all ``tags``, ``metadata``, when given ``scope``, and for each field of
+        ``entities`` (end_user, session, agent) one of its values."""
+        return await self._run(
+            self._search, user_id, query, visibilities, limit, threshold, tags, metadata, scope, entities
+        )
 
     async def get(self, *, user_id: str, memory_id: str) -> IndexedMemory | None:
         """None if absent or another tenant's."""
@@ -272,9 +278,11 @@ class MemoryEngine:
         infer: bool,
         created_at: str | None = None,
         context: str = "",
+        end_user: str | None = None,
     ) -> list[AddOutcome]:
         require_text(content, "content")
         fields: dict[str, Any] = {
+            "end_user": end_user,
             "visibility": visibility,
             "scope": scope,
             "session": session,
@@ -303,12 +311,15 @@ class MemoryEngine:
         tags: list[str] | None,
         metadata: Mapping[str, str | int | float | bool] | None,
         scope: str | None = None,
+        entities: Mapping[str, Sequence[str]] | None = None,
     ) -> list[SearchHit]:
         if (visibilities is not None and not visibilities) or limit <= 0:
             return []
+        if entities is not None and any(not values for values in entities.values()):
+            return []  # a field narrowed to no name at all matches nothing
         from app.memories.vector_stores import SEARCH_LIMIT, read_filter
 
-        filters = read_filter(user_id, visibilities, scope=scope, tags=tags, metadata=metadata)
+        filters = read_filter(user_id, visibilities, scope=scope, tags=tags, metadata=metadata, entities=entities)
         token = SEARCH_LIMIT.set(limit)
         tenant = SEARCHING_AS.set(user_id)
         try:

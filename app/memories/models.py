@@ -14,12 +14,18 @@ class MemoryRecord(Base):
     """The record of a memory. The vector index is derived from these rows and can be rebuilt from them."""
 
     __tablename__ = "memories"
-    __table_args__ = (Index("ix_memories_user_visibility", "user_id", "visibility", "deleted_at", "created_at"),)
+    __table_args__ = (
+        Index("ix_memories_user_visibility", "user_id", "visibility", "deleted_at", "created_at"),
+        Index("ix_memories_user_end_user", "user_id", "end_user"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     session: Mapped[str | None] = mapped_column(String(64), default=None)
     agent: Mapped[str | None] = mapped_column(String(64), default=None)
+    # The end user of the account's app this memory is about (Mem0's user_id); None for the account's own memories.
+    # A filter, not a reader: who may read a memory is still decided by ``visibility`` alone.
+    end_user: Mapped[str | None] = mapped_column(String(128), default=None)
     scope: Mapped[str] = mapped_column(String(16))
     # The one key every read filters on: "user", "s:SESSION", "a:SESSION:AGENT", "r:ROLE" or, for a private memory
     # whatever its scope, "p:SESSION:AGENT" (see app.memories.scopes).
@@ -61,6 +67,7 @@ class NewMemory:
     deleted_at: datetime | None
     hlc: int
     origin: str
+    end_user: str | None = None
 
 
 # What readers of a memory's fields take: a stored record, or a new one about to be inserted.

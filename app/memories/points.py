@@ -28,6 +28,9 @@ class IndexedMemory:
     created_at: str  # ISO 8601
     # The content of the memory written just before this one in the same place (``lexical``: neighbour context).
     context: str = ""
+    # The end user of the account's app the memory is about (Mem0's user_id), or None.
+    end_user: str | None = None
+    updated_at: str = ""  # ISO 8601; empty where the index does not say
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,7 @@ def to_payload(record: IndexedMemory) -> dict[str, Any]:
         "tags": clean_tags(record.tags),
         "meta": clean_metadata(record.metadata),
         "context": record.context,
+        "end_user": record.end_user,
     }
 
 
@@ -100,6 +104,8 @@ def to_hit(result: Mapping[str, Any]) -> SearchHit:
         tags=list(extra.get("tags") or []),
         metadata=dict(extra.get("meta") or {}),
         created_at=str(result.get("created_at", "")),
+        end_user=extra.get("end_user"),
+        updated_at=str(result.get("updated_at") or ""),
     )
     return SearchHit(id=memory.id, score=float(result["score"]), memory=memory)
 
@@ -117,4 +123,6 @@ def to_indexed(point_id: str, payload: Mapping[str, Any]) -> IndexedMemory:
         metadata=dict(payload.get("meta") or {}),
         created_at=str(payload.get("created_at", "")),
         context=str(payload.get("context") or ""),
+        end_user=payload.get("end_user"),
+        updated_at=str(payload.get("updated_at") or ""),
     )

@@ -6,7 +6,7 @@ import bisect
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.memories.models import MemoryEvent, MemoryRecord, StoredMemory
@@ -37,6 +37,7 @@ async def page(
     limit: int,
     after: tuple[datetime, str] | None,
     scope: str | None = None,
+    end_user: str | None = None,
 ) -> Sequence[MemoryRecord]:
     """Newest first; ``after`` is the (created_at, id) of the last row of the previous page.
 
@@ -46,6 +47,8 @@ async def page(
         query = query.where(MemoryRecord.visibility.in_(visibilities))
     if scope is not None:
         query = query.where(MemoryRecord.scope == scope)
+    if end_user is not None:
+        query = query.where(MemoryRecord.end_user == end_user)
     if after is not None:
         created_at, last_id = after
         query = query.where(
@@ -194,3 +197,49 @@ async def previous_content(
         .limit(1)
     )
     return (await session.execute(query)).scalar_one_or_none()
+
+
+async def existing_ids(session: AsyncSession, ids: Sequence[str]) -> dict[str, str]:
+    """Which of ``ids`` any memory row has (live or deleted, of any tenant), with the tenant that holds it: ids are
+    global, so an import must know an id is taken even where it cannot read it."""
+    if not ids:
+        return {}
+    rows = await session.execute(select(MemoryRecord.id, MemoryRecord.user_id).where(MemoryRecord.id.in_(list(ids))))
+    return {memory_id: user_id for memory_id, user_id in rows.all()}
+
+
+async def counts_by(session: AsyncSession, user_id: str, column: str) -> dict[str | None, int]:
+    """How many live memories of this tenant have each value of ``column`` (session, scope, agent)."""
+    field = getattr(MemoryRecord, column)
+    query = (
+        select(field, func.count())
+        .where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
+        .group_by(field)
+    )
+    return {value: int(n) for value, n in (await session.execute(query)).all()}
+
+
+async def all_tags(session: AsyncSession, user_id: str) -> list[list[str]]:
+    """The tag lists of every live memory of this tenant (counted by the caller: JSON differs between backends)."""
+    query = select(MemoryRecord.tags).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
+    return [list(tags or []) for tags in (await session.execute(query)).scalars()]
+
+
+async def ids_in_session(session: AsyncSession, user_id: str, session_name: str, *, limit: int) -> list[str]:
+    """Up to ``limit`` ids of the live memories written in one session (erasing a session, a batch at a time)."""
+    query = (
+        select(MemoryRecord.id)
+        .where(
+            MemoryRecord.user_id == user_id,
+            MemoryRecord.session == session_name,
+            MemoryRecord.deleted_at.is_(None),
+        )
+        .order_by(MemoryRecord.id)
+        .limit(limit)
+    )
+    return list((await session.execute(query)).scalars())
+
+
+async def counts_by_session(session: AsyncSession, user_id: str) -> dict[str, int]:
+    """Live memories written in each session of this tenant (user-wide ones, without a session, left out)."""
+    return {name: n for name, n in (await counts_by(session, user_id, "session")).items() if name is not None}

@@ -107,6 +107,9 @@ class MemoryController(Controller):
         tags: Annotated[list[str] | None, Parameter(description="Memories carrying all of these tags")] = None,
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: str | None = None,
+        end_user: Annotated[
+            str | None, Parameter(max_length=128, description="Only memories about this end user of your app")
+        ] = None,
     ) -> MemoryPage:
         return await container.memories.list(
             principal,
@@ -117,6 +120,7 @@ class MemoryController(Controller):
             tags=tags or (),
             limit=limit,
             cursor=cursor,
+            end_user=end_user,
         )
 
     @post(

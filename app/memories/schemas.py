@@ -18,6 +18,11 @@ Tag = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), AfterValidator(pydantic_text)
 ]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME, pattern=NAME_PATTERN)]
+# The end user of the account's app a memory is about (Mem0's user_id): free text, since apps use emails and ids.
+MAX_END_USER = 128
+EndUser = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_END_USER), AfterValidator(pydantic_text)
+]
 MetadataValue = str | int | float | bool | None
 Metadata = Annotated[dict[str, MetadataValue], AfterValidator(pydantic_metadata)]
 MAX_TAGS = 20
@@ -40,6 +45,10 @@ class MemoryIn(_In):
     )
     session: Name | None = None
     agent: Name | None = None
+    end_user: EndUser | None = Field(
+        default=None,
+        description="The end user of your app this memory is about (Mem0's user_id); a filter, not a reader.",
+    )
     scope: Scope | None = Field(
         default=None, description="user, session, agent or role; defaults to session in a session."
     )
@@ -84,6 +93,7 @@ class SearchIn(_In):
     agent: Name | None = None
     tags: list[Tag] | None = Field(default=None, description="Only memories that carry all of these tags.")
     metadata: dict[str, str | int | float | bool] | None = Field(default=None, description="Equality filters.")
+    end_user: EndUser | None = Field(default=None, description="Only memories about this end user of your app.")
     threshold: float | None = Field(
         default=None,
         ge=0.0,
@@ -117,6 +127,7 @@ class MemoryOut(BaseModel):
     metadata: dict[str, Any]
     session: str | None
     agent: str | None
+    end_user: str | None = None
     created_at: datetime
     updated_at: datetime
     source: Source = None
@@ -136,6 +147,7 @@ class SearchResult(BaseModel):
     metadata: dict[str, Any]
     session: str | None
     agent: str | None
+    end_user: str | None = None
     created_at: datetime
     source: Source = None
 
@@ -181,6 +193,15 @@ class HistoryResponse(BaseModel):
 class Topic(BaseModel):
     tag: str
     count: int
+
+
+class MemoryCounts(BaseModel):
+    """How many live memories the owner has, in all and per session, scope and tag (most first)."""
+
+    total: int
+    sessions: dict[str, int]
+    scopes: dict[str, int]
+    tags: dict[str, int]
 
 
 class TopicsResponse(BaseModel):

@@ -105,6 +105,13 @@ def visibility_of(key: str) -> Visibility:
     return "private" if key.startswith(PRIVATE_PREFIX) else "public"
 
 
+def reachable_scopes(scope: Scope) -> list[Scope]:
+    """The scopes a memory of ``scope`` may be moved to (itself first, then narrowest to widest): the choices an edit
+    form offers."""
+    wider = sorted((s for s in SCOPES if s in _WIDER[scope]), key=lambda s: -len(_WIDER[s]))
+    return [scope, *wider]
+
+
 def check_widening(old: Scope, new: Scope, old_visibility: Visibility, new_visibility: Visibility) -> None:
     """A memory's reach may grow, never shrink: anything else is refused, naming the move."""
     if new != old and new not in _WIDER[old]:

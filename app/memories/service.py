@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.principal import Principal
 from app.db import Database, utcnow
-from app.errors import MemoryTooLarge, NotFound, PayloadTooLarge, ValidationFailed
+from app.errors import Conflict, MemoryTooLarge, NotFound, PayloadTooLarge, ValidationFailed
 from app.identity import Identity
 from app.memories import repository
 from app.memories.engine import IndexedMemory, MemoryEngine
@@ -35,6 +35,7 @@ from app.memories.schemas import (
     CreatedMemory,
     HistoryEntry,
     HistoryResponse,
+    MemoryCounts,
     MemoryIn,
     MemoryOut,
     MemoryPage,
@@ -67,6 +68,9 @@ log = logging.getLogger(__name__)
 # memories written in one stretch are one conversation, and a reply is found by the words of what it answers.
 CONTEXT_WINDOW = timedelta(minutes=30)
 
+# The most rows one query reads while a tag filter scans for matches (a page of 200 starts at 800).
+MAX_TAG_SCAN_BATCH = 4000
+
 # The role an identity's agent joined its session with (the teams registry), or None.
 RoleLookup = Callable[[Identity], Awaitable[str | None]]
 
@@ -75,6 +79,7 @@ _RECORD_COLUMNS = (
     "user_id",
     "session",
     "agent",
+    "end_user",
     "scope",
     "visibility",
     "role",
@@ -104,6 +109,7 @@ def to_out(record: MemoryRecord) -> MemoryOut:
         metadata=dict(record.metadata_ or {}),
         session=record.session,
         agent=record.agent,
+        end_user=record.end_user,
         created_at=record.created_at,
         updated_at=record.updated_at,
         source=source_of(record.metadata_),
@@ -123,6 +129,7 @@ def to_indexed(record: StoredMemory, context: str | None = None) -> IndexedMemor
         metadata=dict(record.metadata_ or {}),
         created_at=record.created_at.isoformat(),
         context=context or "",
+        end_user=record.end_user,
     )
 
 
@@ -151,8 +158,9 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 def resolve_identity(
     principal: Principal, identity: Identity | None, session: str | None, agent: str | None
 ) -> Identity:
-    """A session URL fixes the identity; a plain caller may name a session and agent per request."""
-    if identity is not None and identity.is_session:
+    """A session URL fixes the identity; a plain caller may name a session and agent per request. An agent outside
+    any session (Mem0's agent_id without a run_id) is only ever given by the Mem0 routes, never by a caller."""
+    if identity is not None and (identity.is_session or identity.agent is not None):
         if (session is not None and session != identity.session) or (agent is not None and agent != identity.agent):
             raise ValidationFailed("this endpoint is bound to one session and agent; do not name another")
         return identity
@@ -262,6 +270,7 @@ class MemoryService:
                     infer=item.infer,
                     created_at=now.isoformat(),
                     context=context,
+                    end_user=item.end_user,
                 )
                 for outcome in outcomes:
                     indexed.append(outcome.id)
@@ -271,6 +280,7 @@ class MemoryService:
                             user_id=principal.user_id,
                             session=who.session,
                             agent=who.agent,
+                            end_user=item.end_user,
                             scope=scope,
                             visibility=visibility,
                             role=role,
@@ -357,6 +367,7 @@ class MemoryService:
                         user_id=principal.user_id,
                         session=w.session,
                         agent=w.agent,
+                        end_user=item.end_user,
                         scope=scope,
                         visibility=visibility,
                         role=writer_role,
@@ -414,12 +425,15 @@ class MemoryService:
         *,
         owner_view: bool = False,
         scope: Scope | None = None,
+        entities: Mapping[str, Sequence[str]] | None = None,
     ) -> list[SearchResult]:
         """Semantic search over the memories this identity may read, best first.
 
-        ``owner_view`` (the dashboard) searches what ``_visible_keys`` gives the owner."""
+        ``owner_view`` (the dashboard) searches what ``_visible_keys`` gives the owner. ``entities`` narrows to
+        memories whose end_user, session or agent field is one of the names given (the Mem0 routes' filters)."""
         who = resolve_identity(principal, identity, request.session, request.agent)
         visibilities = await self._visible_keys(principal, who, scope, owner_view)
+        narrowed = _entities(entities, request.end_user)
         hits = await self.engine.search(
             user_id=principal.user_id,
             query=request.query,
@@ -429,6 +443,7 @@ class MemoryService:
             threshold=self.limits.search_threshold if request.threshold is None else request.threshold,
             tags=list(request.tags) if request.tags else None,
             metadata=request.metadata,
+            entities=narrowed,
         )
         results: list[SearchResult] = []
         for hit in hits:
@@ -439,6 +454,9 @@ class MemoryService:
                 visibilities is not None and memory.visibility not in visibilities
             ):
                 log.error("index returned memory %s outside the caller's view; skipped", hit.id)
+                continue
+            if narrowed is not None and any(getattr(memory, f) not in names for f, names in narrowed.items()):
+                log.error("index returned memory %s outside the entities asked for; skipped", hit.id)
                 continue
             if len(results) == request.limit:
                 break
@@ -453,6 +471,7 @@ class MemoryService:
                     metadata=memory.metadata,
                     session=memory.session,
                     agent=memory.agent,
+                    end_user=memory.end_user,
                     created_at=datetime.fromisoformat(memory.created_at),
                     source=source_of(memory.metadata),
                 )
@@ -471,6 +490,7 @@ class MemoryService:
         limit: int = 50,
         cursor: str | None = None,
         owner_view: bool = False,
+        end_user: str | None = None,
     ) -> MemoryPage:
         """The readable memories, newest first, one page at a time; tags must all be present.
 
@@ -484,15 +504,18 @@ class MemoryService:
         visibilities = await self._visible_keys(principal, who, scope, owner_view)
         async with self.db.session() as db_session:
             # Tag filtering happens here rather than in SQL because JSON containment differs between the backends.
+            # The batch doubles while a rare tag leaves pages unfilled, so a scan takes a few queries, not hundreds.
+            batch = limit if not wanted else limit * 4
             while len(out) < limit:
                 rows = await repository.page(
                     db_session,
                     principal.user_id,
                     visibilities,
-                    limit=limit if not wanted else limit * 4,
+                    limit=batch,
                     after=after,
                     # Always by the column too: a caller's private key holds memories of every scope.
                     scope=scope,
+                    end_user=end_user,
                 )
                 if not rows:
                     break
@@ -502,8 +525,9 @@ class MemoryService:
                         out.append(row)
                         if len(out) == limit:
                             break
-                if len(rows) < (limit if not wanted else limit * 4):
+                if len(rows) < batch:
                     break
+                batch = min(batch * 2, MAX_TAG_SCAN_BATCH)
         more = len(out) == limit
         return MemoryPage(memories=[to_out(r) for r in out], next_cursor=encode_cursor(out[-1]) if more else None)
 
@@ -745,6 +769,68 @@ class MemoryService:
         counts = Counter(tag for tags in tag_lists for tag in tags)
         return [Topic(tag=tag, count=count) for tag, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
+    async def import_records(
+        self, principal: Principal, records: Sequence[MemoryRecord]
+    ) -> tuple[builtins.list[str], builtins.list[str]]:
+        """Store memories that keep the ids and times they had elsewhere (an import), all or none; the text is embedded
+        again with this server's model. Returns (stored ids, ids passed over because this account has them already);
+        an id another account holds is refused."""
+        principal.require_write()
+        for record in records:
+            if record.user_id != principal.user_id:
+                raise ValidationFailed("an import writes only into the importing account")
+            self._check_fields(record.content, record.tags, record.metadata_)
+        async with self.db.session() as session:
+            present = await repository.existing_ids(session, [r.id for r in records])
+        taken = sorted(i for i, owner in present.items() if owner != principal.user_id)
+        if taken:
+            raise Conflict(f"memory id {taken[0]} belongs to another account", ids=taken)
+        fresh = [r for r in records if r.id not in present]
+        if not fresh:
+            return [], [r.id for r in records]
+        if self.quotas is not None:
+            await self.quotas.check_memories(principal.user_id, len(fresh))
+        try:
+            async with self.db.session() as session:
+                await self.engine.upsert(await with_context(session, fresh))
+
+            async def store(session: AsyncSession) -> None:
+                if self.quotas is not None:
+                    await self.quotas.reserve_memories(session, principal.user_id, len(fresh))
+                self._stamp(fresh)
+                session.add_all(fresh)
+                await session.flush()
+                _log_added(session, principal, fresh)
+                await self._log(session, fresh, "upsert")
+
+            await self.db.write(store)
+        except BaseException:
+            await self._purge_quietly([r.id for r in fresh])
+            raise
+        self._committed()
+        if self.metrics is not None:
+            self.metrics.memories_added.inc(len(fresh))
+        return [r.id for r in fresh], [r.id for r in records if r.id in present]
+
+    async def counts(self, principal: Principal) -> MemoryCounts:
+        """The owner's live memories counted per session (None: user-wide), scope and tag, most first."""
+        async with self.db.session() as db_session:
+            sessions = await repository.counts_by(db_session, principal.user_id, "session")
+            scopes = await repository.counts_by(db_session, principal.user_id, "scope")
+            tags = Counter(
+                tag for tag_list in await repository.all_tags(db_session, principal.user_id) for tag in tag_list
+            )
+
+        def most_first(counts: Mapping[str, int]) -> dict[str, int]:
+            return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+        return MemoryCounts(
+            total=sum(scopes.values()),
+            sessions=most_first({name or "": n for name, n in sessions.items()}),
+            scopes=most_first({name or "": n for name, n in scopes.items()}),
+            tags=most_first(tags),
+        )
+
     async def reindex(self) -> int:
         """Rebuild the whole vector index from the database."""
         await self.engine.reset()
@@ -769,6 +855,15 @@ class MemoryService:
         if orphans:
             await self.engine.purge(orphans)
         return len(missing), len(orphans)
+
+
+def _entities(entities: Mapping[str, Sequence[str]] | None, end_user: str | None) -> dict[str, list[str]] | None:
+    """The entity filter of a search: the caller's, narrowed to ``end_user`` when the request names one."""
+    merged = {key: list(values) for key, values in (entities or {}).items()}
+    if end_user is not None:
+        allowed = merged.get("end_user")
+        merged["end_user"] = [end_user] if allowed is None or end_user in allowed else []
+    return merged or None
 
 
 def _log_added(session: AsyncSession, principal: Principal, records: Sequence[MemoryRecord]) -> None:

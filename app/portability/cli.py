@@ -1,17 +1,22 @@
-"""``engram export``, ``engram import`` and ``engram users delete``: an account's data out, in, and erased."""
+"""``engram export``, ``engram import`` and ``engram users delete``: an account's data out, in, and erased.
+
+Parsing imports only the standard library (simple commands start fast, tests/test_cli.py); each command imports what
+it needs when it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from app.errors import AppError, ValidationFailed
-from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 # The formats ``engram import --from`` reads: each names the function that imports a file of it.
 ImportRunner = Callable[[argparse.Namespace, Settings], int]
@@ -20,7 +25,7 @@ ImportRunner = Callable[[argparse.Namespace, Settings], int]
 def register(commands: Any, users: Any) -> None:
     """Add export, import and ``users delete`` to the ``engram`` parser (``users``: the users subcommands)."""
     export = commands.add_parser("export", help="write a user's data as engram-export JSONL (to stdout by default)")
-    export.add_argument("--user", required=True, metavar="USER_ID")
+    export.add_argument("--user", required=True, metavar="USER_ID", help="whose data")
     export.add_argument("--session", help="only this session's memories, documents, messages and tasks")
     export.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
     export.add_argument(
@@ -32,14 +37,23 @@ def register(commands: Any, users: Any) -> None:
         "import",
         help="import an export into an existing user; prints a JSON summary {imported, skipped, refused} last",
     )
-    importing.add_argument("file", metavar="FILE", help="the export to read ('-' for stdin)")
-    importing.add_argument("--user", required=True, metavar="USER_ID")
+    importing.add_argument(
+        "file", nargs="?", metavar="FILE", help="the file to read ('-' for stdin); none with --from mem0-platform"
+    )
+    importing.add_argument("--user", required=True, metavar="USER_ID", help="the existing user to import into")
     importing.add_argument(
         "--from",
-        dest="source_format",
+        dest="source",
         default="engram",
-        choices=sorted(IMPORTERS),
-        help="the file's format (default: engram, what `engram export` writes)",
+        choices=list(IMPORTERS),
+        help="engram: what `engram export` writes; mem0: a Mem0 get_all/export file or OpenMemory zip; "
+        "mem0-platform: a Mem0 Platform project",
+    )
+    # Mem0's own options (app.mem0compat.importer reads them).
+    importing.add_argument("--api-key", help="with --from mem0-platform: the Mem0 API key")
+    importing.add_argument("--host", help="with --from mem0-platform: the platform's URL (default Mem0's)")
+    importing.add_argument(
+        "--batch-size", type=int, default=100, help="with --from mem0 or mem0-platform: memories stored all or none"
     )
     importing.set_defaults(run=_import)
 
@@ -50,6 +64,8 @@ def register(commands: Any, users: Any) -> None:
 
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
     from app.identity import validate_name
 
     if args.session is not None:
@@ -94,12 +110,16 @@ async def _export_to(args: argparse.Namespace, settings: Settings, out: IO[str])
 
 
 def _import(args: argparse.Namespace, settings: Settings) -> int:
-    return IMPORTERS[args.source_format](args, settings)
+    return IMPORTERS[args.source](args, settings)
 
 
 def _import_engram(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
     from app.portability.importer import parse
 
+    if not args.file:
+        raise ValidationFailed("engram import needs FILE (the export to read, or '-' for stdin)")
     if args.file == "-":
         parsed = parse(sys.stdin)
     else:
@@ -132,11 +152,19 @@ async def _import_parsed(user_id: str, parsed: Any, settings: Settings) -> dict[
     return summary.as_json()
 
 
-# Where another format plugs in: ``engram import FILE --from NAME --user U``.
-IMPORTERS: dict[str, ImportRunner] = {"engram": _import_engram}
+def _import_mem0(args: argparse.Namespace, settings: Settings) -> int:
+    from app.mem0compat.importer import run
+
+    return run(args, settings)
+
+
+# Where each format of ``engram import --from NAME`` is read (imported only when that format is asked for).
+IMPORTERS: dict[str, ImportRunner] = {"engram": _import_engram, "mem0": _import_mem0, "mem0-platform": _import_mem0}
 
 
 def _users_delete(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
     if not args.yes:
         print(
             f"engram users delete: this erases {args.user_id} and everything of theirs for good; "
@@ -187,7 +215,7 @@ async def _delete_beside_a_server(settings: Settings, user_id: str) -> Any:
     db.after_commit.append(revocations.after_commit)
     coordination = create_coordination(settings.redis_url)
     try:
-        erased = await delete_account(db, None, coordination, user_id)
+        erased = await delete_account(db, None, coordination, user_id, revocations.announce)
     finally:
         await coordination.close()
         await revocations.close()

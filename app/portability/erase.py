@@ -3,8 +3,8 @@
 One database transaction removes every row that names the user: every table with a ``user_id``, ``owner_id`` or
 ``local_user_id`` column (found from the models, so a table added later is covered without a change here), the
 OAuth clients registered with its keys, and the user. The same transaction records the digests of its sync
-credentials (``ErasedCredential``) so that linked machines hear 410 ``account_deleted``, and notes the user as
-revoked, so that its open streams (SSE, MCP) end at the commit. Then the index drops its points and coordination
+credentials (``ErasedCredential``) so that linked machines hear 410 ``account_deleted``; after it, the user is
+announced revoked, so that its open streams (SSE, MCP) end. Then the index drops its points and coordination
 drops its sessions' claims, presence and feeds.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -20,7 +20,6 @@ from sqlalchemy import ColumnElement, Table, delete, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.models import ApiKey, User
-from app.accounts.revocations import note_revoked
 from app.coordination import Coordination
 from app.db import Base, Database, utcnow
 from app.errors import NotFound
@@ -59,10 +58,16 @@ def user_tables() -> list[tuple[Table, str]]:
 
 
 async def delete_account(
-    db: Database, engine: MemoryEngine | None, coordination: Coordination | None, user_id: str
+    db: Database,
+    engine: MemoryEngine | None,
+    coordination: Coordination | None,
+    user_id: str,
+    announce: Callable[[set[str]], Awaitable[None]] | None = None,
 ) -> Erased:
     """Erase ``user_id``: NotFound when there is no such user. ``engine`` None: the caller's index follows later
-    (``engram reindex`` or a server's repair at start), ``coordination`` None: nothing is kept outside the database."""
+    (``engram reindex`` or a server's repair at start), ``coordination`` None: nothing is kept outside the database.
+    ``announce`` (``Revocations.announce``) ends the user's open streams at once; elsewhere their timed re-check
+    finds the credential gone. (``note_revoked`` would leave a ``credential_revocations`` row naming the user.)"""
     async with db.session() as session:
         if await session.get(User, user_id) is None:
             raise NotFound(f"no user {user_id}")
@@ -71,7 +76,11 @@ async def delete_account(
         )
         await _remember_credentials(session, user_id)
         rows = await _delete_rows(session, user_id)
-        note_revoked(session, user_id)
+    if announce is not None:
+        try:
+            await announce({user_id})
+        except Exception:
+            log.warning("could not announce a deleted account to its open streams", exc_info=True)
     vectors = 0
     if engine is not None:
         stray = await engine.ids(user_id=user_id)

@@ -91,6 +91,7 @@ def memory_line(record: MemoryRecord, history: Sequence[MemoryEvent]) -> dict[st
         "session": record.session,
         "agent": record.agent,
         "role": record.role,
+        "end_user": record.end_user,
         "tags": list(record.tags or []),
         "metadata": dict(record.metadata_ or {}),
         "created_at": record.created_at,

@@ -10,6 +10,7 @@ their dense vector (``"vector"``: little-endian float32, base64). Every later li
 
 - ``memory``: ``id`` (a UUID, kept across servers), ``content``, ``scope`` (user, session, agent, role),
   ``visibility`` (public, private) and ``visibility_key`` (the stored read key), ``session``, ``agent``, ``role``,
+  ``end_user`` (the end user of an app the memory is about, as Mem0's ``user_id``),
   ``tags``, ``metadata`` (a document chunk's ``source`` is in it), ``created_at``, ``updated_at``, ``history`` (every
   event oldest first: ``event``, ``old_content``, ``new_content``, ``actor``, ``detail``, ``created_at``), and
   ``vector`` when asked for;
@@ -94,6 +95,7 @@ class MemoryLine(BaseModel):
     session: NAME | None = None
     agent: NAME | None = None
     role: NAME | None = None
+    end_user: str | None = Field(default=None, max_length=128)
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: When

@@ -170,6 +170,8 @@ class Importer:
         for tag in line.tags:
             check_text(tag, "tags")
         check_metadata(line.metadata)
+        if line.end_user is not None:
+            check_text(line.end_user, "end_user")
         session = validate_name(line.session, "session") if line.session is not None else None
         agent = validate_name(line.agent, "agent") if line.agent is not None else None
         role = validate_name(line.role, "role") if line.role is not None else None
@@ -184,6 +186,7 @@ class Importer:
             scope=line.scope,
             visibility=key,
             role=role,
+            end_user=line.end_user,
             content=line.content,
             tags=list(line.tags),
             metadata_=dict(line.metadata),

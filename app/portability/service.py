@@ -41,4 +41,6 @@ async def import_into(container: Container, user_id: str, parsed: Parsed, progre
 
 async def delete(container: Container, user_id: str) -> Erased:
     """Delete the account everywhere (see ``app.portability.erase``)."""
-    return await delete_account(container.db, container.engine, container.coordination, user_id)
+    return await delete_account(
+        container.db, container.engine, container.coordination, user_id, container.revocations.announce
+    )

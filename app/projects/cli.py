@@ -1,19 +1,21 @@
-"""``engram projects add|list`` and ``engram index``: registered folders, and indexing local or remote."""
+"""``engram projects add|list|remove`` and ``engram index``: registered folders, and indexing local or remote."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import signal
 import sys
-import threading
-import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from app.cli_output import add_format_option, print_rows
 from app.errors import AppError, ValidationFailed
-from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.settings import Settings
+
+T = TypeVar("T")
 
 # After a file event, wait this long for the burst to settle before sending (remote --watch).
 SETTLE_SECONDS = 0.3
@@ -28,22 +30,36 @@ def register(commands: Any) -> None:
     add.add_argument("name", metavar="NAME")
     add.add_argument("path", metavar="PATH")
     _globs(add)
-    add.add_argument("--user", required=True, metavar="USER_ID")
+    add.add_argument("--user", required=True, metavar="USER_ID", help="the user whose session it is indexed into")
     add.set_defaults(run=_add)
-    projects.add_parser("list", help="registered projects, one JSON object per line").set_defaults(run=_list)
+    listing = projects.add_parser("list", help="registered projects: name, path, user, files, chunks, last_indexed")
+    add_format_option(listing)
+    listing.set_defaults(run=_list)
+    remove = projects.add_parser(
+        "remove",
+        help="forget a project: its folder is no longer watched or indexed; what it indexed stays in the session",
+    )
+    remove.add_argument("name", metavar="NAME")
+    remove.add_argument(
+        "--user", metavar="USER_ID", help="the project's user, needed only when several users have one named so"
+    )
+    remove.set_defaults(run=_remove)
 
     index = commands.add_parser(
         "index",
         help="reconcile a registered project now (NAME), or index a folder into a remote Engram (PATH --url ...)",
     )
     index.add_argument("target", metavar="NAME|PATH")
-    index.add_argument("--user", metavar="USER_ID", help="the project's user, when several users have one named so")
-    index.add_argument("--url", help="a remote Engram to index the folder PATH into")
+    index.add_argument(
+        "--user", metavar="USER_ID", help="the project's user, needed only when several users have one named so"
+    )
+    index.add_argument("--url", help="a remote Engram to index the folder PATH into (default: a registered project)")
     index.add_argument("--key", help="an API key of that Engram (write scope)")
     index.add_argument("--session", help="the session to index into (remote)")
     index.add_argument("--watch", action="store_true", help="keep sending changes until stopped (remote)")
     _globs(index)
-    index.set_defaults(run=_index)
+    # The local path checks the database itself: with --url no local database is needed at all.
+    index.set_defaults(run=_index, needs_database=False)
 
 
 def _globs(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +67,12 @@ def _globs(parser: argparse.ArgumentParser) -> None:
         "--pattern", action="extend", nargs="+", default=[], metavar="GLOB", help="files to index (default: docs)"
     )
     parser.add_argument("--exclude", action="extend", nargs="+", default=[], metavar="GLOB", help="more to leave out")
+
+
+def _run(work: Coroutine[Any, Any, T]) -> T:
+    import asyncio  # here, not above: the parser of every command imports this module
+
+    return asyncio.run(work)
 
 
 def _print(report: dict[str, Any]) -> None:
@@ -70,7 +92,7 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
             await db.dispose()
         return project.model_dump(mode="json")
 
-    project = asyncio.run(work())
+    project = _run(work())
     try:
         ask(settings.data_dir, {"op": "reload"}, timeout=30)  # a running server starts watching it now
     except (OSError, ValueError):
@@ -79,7 +101,7 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _list(_: argparse.Namespace, settings: Settings) -> int:
+def _list(args: argparse.Namespace, settings: Settings) -> int:
     from app.db import Database
     from app.projects.registry import listing
 
@@ -90,8 +112,36 @@ def _list(_: argparse.Namespace, settings: Settings) -> int:
         finally:
             await db.dispose()
 
-    for project in asyncio.run(work()):
-        _print(project)
+    columns = ("name", "path", "user", "files", "chunks", "last_indexed")
+    print_rows(_run(work()), args.format, columns)
+    return 0
+
+
+def _remove(args: argparse.Namespace, settings: Settings) -> int:
+    from app.db import Database
+    from app.projects.control import ask
+    from app.projects.registry import unregister
+
+    async def work() -> dict[str, Any]:
+        db = Database(settings.resolved_database_url)
+        try:
+            project = await unregister(db, args.name, args.user)
+        finally:
+            await db.dispose()
+        return project.model_dump(mode="json", exclude={"patterns", "excludes"})
+
+    project = _run(work())
+    try:
+        ask(settings.data_dir, {"op": "reload"}, timeout=30)  # a running server stops watching it now
+    except (OSError, ValueError):
+        print("warning: the running server still watches the folder until its next reload", file=sys.stderr)
+    _print(project)
+    if project["files"]:
+        print(
+            f"its {project['files']} indexed files ({project['chunks']} memories) stay in session {project['name']}; "
+            f"DELETE /v1/sessions/{project['name']}/documents?path=... removes them",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -103,8 +153,24 @@ def _index(args: argparse.Namespace, settings: Settings) -> int:
             raise ValidationFailed(f"--{flag} goes with --url; a registered project keeps its own settings")
     if args.watch:
         raise ValidationFailed("--watch goes with --url; `engram serve` watches registered projects itself")
+    if _looks_like_a_folder(args.target):
+        raise ValidationFailed(
+            f"{args.target} is a folder, not a registered project: register it with `engram projects add NAME "
+            f"{args.target} --user USER_ID` and run `engram index NAME`, or index it into a remote Engram with "
+            "`--url URL --key KEY --session NAME`"
+        )
+    from app.cli_problems import missing_database
+
+    missing = missing_database(settings)
+    if missing is not None:
+        raise AppError(missing)
     _print(_index_local(args.target, args.user, settings))
     return 0
+
+
+def _looks_like_a_folder(target: str) -> bool:
+    """A project name never holds a slash or starts with a dot or ~ (app.identity); a path often does."""
+    return "/" in target or target.startswith((".", "~")) or Path(target).is_dir()
 
 
 def _index_local(name: str, user_id: str | None, settings: Settings) -> dict[str, Any]:
@@ -132,7 +198,7 @@ def _index_local(name: str, user_id: str | None, settings: Settings) -> dict[str
         finally:
             await db.dispose()
 
-    asyncio.run(known())  # an unknown or ambiguous name is answered before the engine starts
+    _run(known())  # an unknown or ambiguous name is answered before the engine starts
 
     async def work() -> dict[str, Any]:
         try:
@@ -148,7 +214,7 @@ def _index_local(name: str, user_id: str | None, settings: Settings) -> dict[str
             await close_container(container)
         return done.model_dump(mode="json", exclude={"files"})
 
-    return asyncio.run(work())
+    return _run(work())
 
 
 def _index_remote(args: argparse.Namespace) -> int:
@@ -182,6 +248,10 @@ def _watch(rules: Any, run: Any) -> None:
     """Run ``run`` now, then after every burst of file events under the folder, until SIGINT or SIGTERM.
 
     The folder is watched before the first run, so a change made while it runs is sent by the next one."""
+    import signal
+    import threading
+    import time
+
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers import Observer
 

@@ -1,4 +1,4 @@
-"""The registry of project folders: register, list and find them. Light to import (the command line uses it)."""
+"""The registry of project folders: register, list, find and remove them. Light to import (the command line uses it)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,18 @@ async def find(db: Database, name: str, user_id: str | None = None) -> Project:
     if len(candidates) > 1:
         raise ValidationFailed(f"several users have a project named {name}: name the user with --user")
     return candidates[0]
+
+
+async def unregister(db: Database, name: str, user_id: str | None = None) -> ProjectOut:
+    """Forget a project: its folder is no longer watched or indexed. What it indexed stays in the session (it is
+    the user's, like any memory); registering the folder again finds those files unchanged."""
+    project = await find(db, name, user_id)
+    out = await _out(db, project)
+    async with db.session() as session:
+        found = await repository.project(session, project.user_id, project.name)
+        if found is not None:
+            await session.delete(found)
+    return out
 
 
 async def _out(db: Database, project: Project) -> ProjectOut:

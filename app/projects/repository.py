@@ -112,3 +112,13 @@ async def touch_project(session: AsyncSession, user_id: str, name: str, when: da
     found = await project(session, user_id, name)
     if found is not None:
         found.last_indexed_at = when
+
+
+async def totals_by_session(session: AsyncSession, user_id: str) -> dict[str, tuple[int, int]]:
+    """(files, chunks) indexed in each of the user's sessions that has any."""
+    query = (
+        select(Document.session, func.count(), func.coalesce(func.sum(Document.chunks), 0))
+        .where(Document.user_id == user_id)
+        .group_by(Document.session)
+    )
+    return {name: (int(files), int(chunks)) for name, files, chunks in (await session.execute(query)).all()}

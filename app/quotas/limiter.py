@@ -20,36 +20,51 @@ from app.redis_breaker import RedisBreaker
 
 log = logging.getLogger(__name__)
 
-# KEYS = the limited keys; ARGV[i] = the emission interval (µs) of KEYS[i]; the burst allowance is one window.
-# Redis's clock is the clock, so instances with skewed clocks agree. Returns {} when allowed, else {index, wait µs}
-# of the first key that refuses.
+# KEYS = the limited keys, then the tally keys; ARGV[1] = how many keys are limited, then the emission interval (µs) of
+# each limited key, then the lifetime (s) of each tally key. The burst allowance is one window. An allowed request
+# adds one to every tally in the same round trip. Redis's clock is the clock, so instances with skewed clocks agree.
+# Returns {} when allowed, else {index, wait µs} of the first key that refuses.
 _GCRA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local window = 60000000
 local tats = {}
-for i, key in ipairs(KEYS) do
-  local interval = tonumber(ARGV[i])
-  local tat = tonumber(redis.call('GET', key) or now)
+local limited = tonumber(ARGV[1])
+for i = 1, limited do
+  local interval = tonumber(ARGV[i + 1])
+  local tat = tonumber(redis.call('GET', KEYS[i]) or now)
   if tat < now then tat = now end
   local allow_at = tat + interval - window
   if now < allow_at then return {i, allow_at - now} end
   tats[i] = tat + interval
 end
-for i, key in ipairs(KEYS) do
-  redis.call('SET', key, tats[i], 'PX', math.ceil((tats[i] - now) / 1000) + 1000)
+for i = 1, limited do
+  redis.call('SET', KEYS[i], tats[i], 'PX', math.ceil((tats[i] - now) / 1000) + 1000)
+end
+for i = limited + 1, #KEYS do
+  redis.call('INCR', KEYS[i])
+  redis.call('EXPIRE', KEYS[i], tonumber(ARGV[i + 1]))
 end
 return {}
 """
 
 WINDOW_US = 60_000_000
+# A tally: a counter key and how many seconds it is kept (the usage page's requests per minute and per hour).
+Tally = tuple[str, int]
 
 
 class RateLimiter(Protocol):
-    async def acquire(self, limits: Sequence[tuple[str, int]]) -> tuple[int, float] | None:
-        """Count one request against every (key, per_minute) limit, or against none of them.
+    async def acquire(
+        self, limits: Sequence[tuple[str, int]], tallies: Sequence[Tally] = ()
+    ) -> tuple[int, float] | None:
+        """Count one request against every (key, per_minute) limit, or against none of them; when allowed, also
+        add one to each tally counter.
 
         None when allowed; else the index of the limit that refused and the seconds to wait."""
+        ...
+
+    async def tallies(self, keys: Sequence[str]) -> list[int]:
+        """The tally counters ``acquire`` added to, 0 for those never counted or expired."""
         ...
 
     async def close(self) -> None: ...
@@ -64,8 +79,11 @@ class MemoryRateLimiter:
 
     def __init__(self) -> None:
         self._tat: dict[str, int] = {}
+        self._tallies: dict[str, tuple[int, float]] = {}
 
-    async def acquire(self, limits: Sequence[tuple[str, int]]) -> tuple[int, float] | None:
+    async def acquire(
+        self, limits: Sequence[tuple[str, int]], tallies: Sequence[Tally] = ()
+    ) -> tuple[int, float] | None:
         now = time.monotonic_ns() // 1000
         updated = []
         for index, (key, per_minute) in enumerate(limits):
@@ -78,10 +96,25 @@ class MemoryRateLimiter:
         self._tat.update(updated)
         if len(self._tat) > 100_000:  # forget keys whose allowance has fully refilled
             self._tat = {k: v for k, v in self._tat.items() if v > now}
+        for key, seconds in tallies:
+            self._tally(key, seconds)
         return None
+
+    def _tally(self, key: str, seconds: int) -> None:
+        now = time.monotonic()
+        count, expires = self._tallies.get(key, (0, now))
+        self._tallies[key] = (count + 1 if expires >= now else 1, now + seconds)
+        if len(self._tallies) > 100_000:
+            self._tallies = {k: v for k, v in self._tallies.items() if v[1] > now}
+
+    async def tallies(self, keys: Sequence[str]) -> list[int]:
+        now = time.monotonic()
+        found = [self._tallies.get(key) for key in keys]
+        return [entry[0] if entry is not None and entry[1] > now else 0 for entry in found]
 
     async def close(self) -> None:
         self._tat.clear()
+        self._tallies.clear()
 
 
 class RedisRateLimiter:
@@ -108,21 +141,34 @@ class RedisRateLimiter:
         self._budget = budget
         self._on_fallback = on_fallback
 
-    async def acquire(self, limits: Sequence[tuple[str, int]]) -> tuple[int, float] | None:
-        keys = [f"{self._namespace}:{key}" for key, _ in limits]
+    async def acquire(
+        self, limits: Sequence[tuple[str, int]], tallies: Sequence[Tally] = ()
+    ) -> tuple[int, float] | None:
+        keys = [f"{self._namespace}:{key}" for key, _ in (*limits, *tallies)]
+        args = [len(limits), *(_interval(per_minute) for _, per_minute in limits), *(s for _, s in tallies)]
         if self._own_breaker:
             self._breaker.start()
         try:
             async with self._breaker.guard(self._budget, decisive=False):
-                refused = await self._script(keys=keys, args=[_interval(per_minute) for _, per_minute in limits])
+                refused = await self._script(keys=keys, args=args)
         except (RedisError, OSError):
             # The breaker logged the outage once; each request that counts in-process shows in the metric.
             if self._on_fallback is not None:
                 self._on_fallback()
-            return await self._fallback.acquire(limits)
+            return await self._fallback.acquire(limits, tallies)
         if not refused:
             return None
         return int(refused[0]) - 1, int(refused[1]) / 1_000_000
+
+    async def tallies(self, keys: Sequence[str]) -> list[int]:
+        if not keys:
+            return []
+        try:
+            async with self._breaker.guard(self._budget, decisive=False):
+                values = await self._redis.mget([f"{self._namespace}:{key}" for key in keys])
+        except (RedisError, OSError):
+            return await self._fallback.tallies(keys)
+        return [int(v) if v is not None else 0 for v in values]
 
     async def close(self) -> None:
         await self._redis.aclose()

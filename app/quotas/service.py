@@ -1,9 +1,10 @@
-"""Quotas and rate limits per key and per user, by the user's plan."""
+"""Quotas and rate limits per key and per user, by the user's plan; and what the usage page reads of them."""
 
 from __future__ import annotations
 
 import math
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -17,6 +18,10 @@ from app.memories.models import MemoryRecord
 from app.quotas.limiter import RateLimiter, retry_after_header
 from app.quotas.plans import Plan
 
+# The request tallies behind the usage page: per hour for its 24-hour chart (kept a day and an hour), per minute for
+# its requests-per-minute gauge (kept two minutes).
+HOUR_TALLY_SECONDS = 90_000
+MINUTE_TALLY_SECONDS = 120
 # Plans change rarely (an upgrade); a minute's staleness saves a query on every request.
 PLAN_CACHE_SECONDS = 60.0
 
@@ -48,7 +53,12 @@ class Quotas:
         limits = [(f"user:{principal.user_id}", plan.requests_per_minute)]
         if principal.key_id is not None:
             limits.insert(0, (f"key:{principal.key_id}", plan.key_requests_per_minute))
-        refused = await self.limiter.acquire(limits)
+        now = time.time()
+        tallies = [
+            (_tally_key(principal.user_id, "h", int(now // 3600)), HOUR_TALLY_SECONDS),
+            (_tally_key(principal.user_id, "m", int(now // 60)), MINUTE_TALLY_SECONDS),
+        ]
+        refused = await self.limiter.acquire(limits, tallies)
         if refused is None:
             return plan
         index, wait = refused
@@ -83,8 +93,28 @@ class Quotas:
         stored = (await session.execute(_stored(user_id))).scalar_one()
         _refuse_beyond(plan, stored, adding)
 
+    async def requests_by_hour(self, user_id: str, hours: int = 24) -> list[tuple[datetime, int]]:
+        """The user's allowed requests in each of the last ``hours`` hours (the current one last), by hour start."""
+        now = int(time.time() // 3600)
+        starts = list(range(now - hours + 1, now + 1))
+        counts = await self.limiter.tallies([_tally_key(user_id, "h", hour) for hour in starts])
+        return [(datetime.fromtimestamp(hour * 3600, UTC), n) for hour, n in zip(starts, counts, strict=True)]
+
+    async def requests_by_minute(self, user_id: str) -> tuple[int, int]:
+        """The user's allowed requests in this minute so far, and in the minute before."""
+        now = int(time.time() // 60)
+        current, previous = await self.limiter.tallies(
+            [_tally_key(user_id, "m", now), _tally_key(user_id, "m", now - 1)]
+        )
+        return current, previous
+
     async def close(self) -> None:
         await self.limiter.close()
+
+
+def _tally_key(user_id: str, unit: str, number: int) -> str:
+    """The counter of a user's requests in one hour ("h") or minute ("m") since the epoch."""
+    return f"requests:{user_id}:{unit}{number}"
 
 
 def _stored(user_id: str) -> Any:

@@ -218,6 +218,7 @@ class Applier:
                 user_id=user_id,
                 session=wire.session,
                 agent=wire.agent,
+                end_user=wire.end_user,
                 scope=wire.scope,
                 visibility=wire.key(user_id),
                 role=wire.role,
@@ -260,6 +261,7 @@ class Applier:
         # The whole record comes from the winning version (a tombstone's too), so the state is the same everywhere.
         record.session = wire.session
         record.agent = wire.agent
+        record.end_user = wire.end_user
         record.scope = wire.scope
         record.visibility = wire.key(user_id)
         record.role = wire.role

@@ -17,7 +17,7 @@ import httpx
 from pydantic import ValidationError
 
 from app.db import Database
-from app.sync import credentials, links
+from app.sync import credentials, links, timeouts
 from app.sync.credentials import AccountGone, CredentialsRefused, Edge, EdgeUnreachable, SyncAuthError, Tokens
 from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushOut, SentChange, encode_json
 
@@ -131,7 +131,7 @@ class EdgeSession:
         params: dict[str, Any] = {"cursor": cursor, "limit": limit, "wait": wait, "node": node_id}
         if name:
             params["name"] = name
-        response = await self._call("GET", "/pull", params=params, seconds=wait + 30.0)
+        response = await self._call("GET", "/pull", params=params, seconds=timeouts.long_poll_seconds(self.http, wait))
         try:
             return PullOut.model_validate(self._json(response))
         except ValidationError as exc:
@@ -149,7 +149,7 @@ class EdgeSession:
             raise EdgeUnreachable(f"{response.request.url} answered {response.status_code} without a JSON object")
         return body
 
-    async def _call(self, method: str, path: str, *, seconds: float = 60.0, **kwargs: Any) -> httpx.Response:
+    async def _call(self, method: str, path: str, *, seconds: float | None = None, **kwargs: Any) -> httpx.Response:
         if self.tokens.expires_within(RENEW_BEFORE_SECONDS):
             await self._renew(self.tokens.access_token)
         response = await self._send(method, path, seconds, **kwargs)
@@ -176,11 +176,11 @@ class EdgeSession:
             retry_after=float(retry) if retry and retry.isdigit() else None,
         )
 
-    async def _send(self, method: str, path: str, seconds: float, **kwargs: Any) -> httpx.Response:
+    async def _send(self, method: str, path: str, seconds: float | None, **kwargs: Any) -> httpx.Response:
         url = self.edge.sync_resource + path
         headers = {**kwargs.pop("headers", {}), "Authorization": f"Bearer {self.tokens.access_token}"}
         try:
-            return await self.http.request(method, url, headers=headers, timeout=seconds, **kwargs)
+            return await timeouts.request(self.http, method, url, answer_within=seconds, headers=headers, **kwargs)
         except httpx.TransportError as exc:
             raise EdgeUnreachable(f"cannot reach {self.edge.url}: {exc.__class__.__name__} {exc}".strip()) from exc
 

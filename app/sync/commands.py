@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.settings import Settings
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 DEFAULT_ONCE_TIMEOUT = 600.0
 # Options whose values are secrets or ids that may begin with "-", which argparse would take for an option.
@@ -35,9 +36,11 @@ def add_commands(sync: Any) -> None:
     """Register the node's commands under ``engram sync``."""
     link = sync.add_parser("link", help="link a local user to a user on an edge; prints the link as JSON")
     link.add_argument("edge_url", metavar="EDGE_URL")
-    link.add_argument("--user", required=True, metavar="LOCAL_USER_ID")
-    link.add_argument("--client-id", help="a sync client's id (engram sync clients create, on the edge)")
-    link.add_argument("--client-secret", help="its secret")
+    link.add_argument("--user", required=True, metavar="LOCAL_USER_ID", help="the local user to link")
+    link.add_argument(
+        "--client-id", help="a sync client's id (engram sync clients create, on the edge); without it a person approves"
+    )
+    link.add_argument("--client-secret", help="its secret (with --client-id)")
     link.add_argument("--name", help="what the edge calls this machine (default: Engram on HOSTNAME)")
     link.set_defaults(run=_later("run_link"))
 
@@ -45,12 +48,14 @@ def add_commands(sync: Any) -> None:
     status.set_defaults(run=_later("run_status"))
 
     once = sync.add_parser("once", help="push everything pending and pull everything new, for every link")
-    once.add_argument("--timeout", type=float, default=DEFAULT_ONCE_TIMEOUT, metavar="SECONDS")
+    once.add_argument(
+        "--timeout", type=float, default=DEFAULT_ONCE_TIMEOUT, metavar="SECONDS", help="give up after this long"
+    )
     once.set_defaults(run=_later("run_once"))
 
     unlink = sync.add_parser("unlink", help="remove a link and revoke its tokens on the edge")
     unlink.add_argument("edge_url", metavar="EDGE_URL")
-    unlink.add_argument("--user", required=True, metavar="LOCAL_USER_ID")
+    unlink.add_argument("--user", required=True, metavar="LOCAL_USER_ID", help="the local user of the link")
     unlink.set_defaults(run=_later("run_unlink"))
 
 

@@ -5,7 +5,7 @@ request names the sync resource (RFC 8707).
 
 How ``engram sync link|status|once|unlink`` and the worker use it::
 
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with timeouts.client(settings) as http:
         edge = await discover(http, "https://edge.example")    # once per link and process; keep the Edge
         # A person (RFC 8628):
         client = await register_device_client(http, edge, default_device_name())
@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from app.errors import AppError, Forbidden, ServiceUnavailable, Unauthorized, ValidationFailed
+from app.sync import timeouts
 
 SYNC_PATH = "/sync/v1"
 SYNC_SCOPE = "sync"
@@ -52,6 +53,7 @@ SLOW_DOWN_SECONDS = 5
 # RFC 8628 section 3.2: the interval when the edge names none.
 DEFAULT_INTERVAL = 5
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
+_ACCEPTED = "https://HOST[:PORT][/PATH], or http:// on this machine (localhost, 127.0.0.1 or [::1])"
 _REFUSING = ("invalid_client", "invalid_grant", "unauthorized_client", "access_denied")
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -165,11 +167,11 @@ def normalise_edge_url(url: str) -> str:
     except ValueError:
         raise ValidationFailed(f"{url!r} is not a URL", field="edge") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationFailed(f"the edge URL must be https://host, got {url!r}", field="edge")
+        raise ValidationFailed(f"the edge URL must be {_ACCEPTED}, got {url!r}", field="edge")
     if parts.query or parts.fragment or "@" in parts.netloc:
         raise ValidationFailed("the edge URL must not have a query, fragment or user name", field="edge")
     if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
-        raise ValidationFailed("the edge URL must use https (plain http only on localhost)", field="edge")
+        raise ValidationFailed(f"the edge URL must use https (tokens travel): it must be {_ACCEPTED}", field="edge")
     return raw
 
 
@@ -182,7 +184,7 @@ def _well_known(url: str, suffix: str) -> str:
 
 async def _send(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
     try:
-        response = await http.request(method, url, **kwargs)
+        response = await timeouts.request(http, method, url, **kwargs)
     except httpx.TransportError as exc:
         raise EdgeUnreachable(f"cannot reach {url}: {exc.__class__.__name__} {exc}".strip()) from exc
     if response.status_code >= 500 or response.status_code == 429:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable
+
+import anyio
 
 from app.accounts.principal import Principal
 from app.db import Database
-from app.errors import ValidationFailed
+from app.errors import Unauthorized, ValidationFailed
 from app.memories.engine import MemoryEngine
 from app.sync.apply import Applier
 from app.sync.changelog import ChangeFeed
@@ -44,6 +48,8 @@ class EdgeSync:
         self.feed = feed
         self.peers = peers
         self.dims = dims
+        # The server is stopping: long polls answer at once (app.sync.stopping).
+        self.stopping = False
 
     async def push(self, principal: Principal, body: PushIn) -> PushOut:
         """Apply a node's batch to the token's user, in one transaction; a repeated batch changes nothing."""
@@ -68,6 +74,11 @@ class EdgeSync:
             discarded=applied.discarded,
         )
 
+    def stop(self) -> None:
+        """Answer every long poll now, and later ones without waiting (the server is stopping)."""
+        self.stopping = True
+        self.feed.notify()  # wakes the long polls' waits
+
     async def pull(
         self,
         principal: Principal,
@@ -77,23 +88,56 @@ class EdgeSync:
         wait: float,
         node: str | None,
         name: str | None = None,
+        still_allowed: Callable[[], Awaitable[bool]] | None = None,
+        announced: asyncio.Event | None = None,
     ) -> PullBody:
-        """The token's user's changes from other origins after ``cursor``; waits up to ``wait`` s for one."""
+        """The token's user's changes from other origins after ``cursor``; waits up to ``wait`` s for one.
+
+        A pull that waited asks ``still_allowed()`` before it answers, and at once when ``announced`` (a revocation
+        of this user) fires while it waits: a token revoked meanwhile gets Unauthorized, never what was written after.
+        """
         if not 1 <= limit <= MAX_PULL_LIMIT:
             raise ValidationFailed(f"limit must be between 1 and {MAX_PULL_LIMIT}", field="limit")
         if not 0 <= wait <= MAX_WAIT_SECONDS:
             raise ValidationFailed(f"wait must be between 0 and {MAX_WAIT_SECONDS:.0f} seconds", field="wait")
         position = Cursor.decode(cursor)
         deadline = time.monotonic() + wait
+        waited = False
         while True:
             version = self.feed.version
             page = await pull_page(self.db, self.engine, principal.user_id, position, node, limit, self.recent)
             remaining = deadline - time.monotonic()
-            if page.changes or page.more or remaining <= 0:
+            if page.changes or page.more or remaining <= 0 or self.stopping:
                 break
             position = page.cursor
-            await self.feed.wait_past(version, min(remaining, RECHECK_SECONDS))
+            waited = True
+            if await self._wait(version, min(remaining, RECHECK_SECONDS), announced):
+                await self._check(still_allowed)
+        if waited:
+            await self._check(still_allowed)
         if node:
             family = principal.key_id or ""
             await self.peers.note(principal.user_id, node, family_id=family, name=name, reached=page.reached)
         return {"changes": page.changes, "cursor": page.cursor.encode(), "more": page.more}
+
+    async def _wait(self, version: int, seconds: float, announced: asyncio.Event | None) -> bool:
+        """Until the feed moves past ``version``, ``seconds`` pass, or ``announced`` fires; whether it fired."""
+        if announced is None:
+            await self.feed.wait_past(version, seconds)
+            return False
+
+        async def first(wait: Callable[[], Awaitable[object]], scope: anyio.CancelScope) -> None:
+            await wait()
+            scope.cancel()
+
+        async with anyio.create_task_group() as race:
+            race.start_soon(first, lambda: self.feed.wait_past(version, seconds), race.cancel_scope)
+            race.start_soon(first, announced.wait, race.cancel_scope)
+        fired = announced.is_set()
+        announced.clear()
+        return fired
+
+    @staticmethod
+    async def _check(still_allowed: Callable[[], Awaitable[bool]] | None) -> None:
+        if still_allowed is not None and not await still_allowed():
+            raise Unauthorized("the access token was revoked while this pull waited")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database, utcnow
@@ -74,6 +74,23 @@ async def all_links(session: AsyncSession) -> list[SyncLink]:
 async def find(session: AsyncSession, edge_url: str, local_user_id: str) -> SyncLink | None:
     query = select(SyncLink).where(SyncLink.edge_url == edge_url, SyncLink.local_user_id == local_user_id)
     return (await session.execute(query)).scalar_one_or_none()
+
+
+async def linked_to(session: AsyncSession, edge_url: str, edge_node_id: str, edge_user_id: str) -> list[SyncLink]:
+    """The links to this edge user (the edge known by its node id, or its URL when it names none)."""
+    same_edge = SyncLink.edge_url == edge_url
+    if edge_node_id:
+        same_edge = or_(same_edge, SyncLink.edge_node_id == edge_node_id)
+    query = select(SyncLink).where(SyncLink.edge_user_id == edge_user_id, same_edge)
+    return list((await session.execute(query)).scalars())
+
+
+def relink_hint(edge_url: str, local_user_id: str, detail: str) -> str:
+    """What a link whose grant the edge no longer takes says, with the edge's own words last."""
+    return (
+        f"cut off on the edge (this machine's grant or sync client was revoked there): run `engram sync link "
+        f"{edge_url} --user {local_user_id}` again; the edge said: {detail}"
+    )
 
 
 async def by_id(db: Database, link_id: str) -> SyncLink | None:

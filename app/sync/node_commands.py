@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import secrets
 import sys
@@ -15,11 +16,11 @@ import httpx
 
 from app.accounts import repository as accounts
 from app.db import Database
-from app.errors import NotFound, ServiceUnavailable, ValidationFailed
+from app.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from app.settings import Settings
-from app.sync import credentials, links
+from app.sync import credentials, links, timeouts
 from app.sync.changelog import head, load_node_id
-from app.sync.credentials import NodeClient, SyncAuthError, Tokens
+from app.sync.credentials import CredentialsRefused, NodeClient, SyncAuthError, Tokens
 from app.sync.runtime import SyncRuntime, open_sync
 from app.sync.worker import LinkRunner, SyncContext
 
@@ -49,7 +50,7 @@ async def _link(args: argparse.Namespace, settings: Settings) -> int:
     edge_url = credentials.normalise_edge_url(args.edge_url)
     if bool(args.client_id) != bool(args.client_secret):
         raise ValidationFailed("give both --client-id and --client-secret, or neither (then a person approves it)")
-    async with _database(settings) as db, httpx.AsyncClient(timeout=30.0) as http:
+    async with _database(settings) as db, timeouts.client(settings) as http:
         async with db.session() as session:
             if await accounts.get_user(session, args.user) is None:
                 raise NotFound(f"no local user {args.user!r}: create it with `engram users create`")
@@ -70,6 +71,17 @@ async def _link(args: argparse.Namespace, settings: Settings) -> int:
             tokens = await credentials.poll_device_flow(http, edge, client, flow)
             grant = "device_code"
         who = await _whoami(http, edge, tokens)
+        async with db.session() as session:
+            others = await links.linked_to(session, edge_url, who.get("node_id", ""), who["user_id"])
+        taken = [link.local_user_id for link in others if link.local_user_id != args.user]
+        if taken:
+            with contextlib.suppress(SyncAuthError):  # the grant just made serves nothing
+                await credentials.revoke_tokens(http, edge, client, tokens)
+            raise Conflict(
+                f"the edge user {who['user_id']} is already linked to the local user {taken[0]} on this machine, "
+                "and an edge user syncs with one local user per machine (the same memories cannot belong to two "
+                f"users here): link another edge user, or first `engram sync unlink {edge_url} --user {taken[0]}`"
+            )
         await load_node_id(db)
         async with db.session() as session:
             link = await links.replace(
@@ -91,7 +103,7 @@ async def _link(args: argparse.Namespace, settings: Settings) -> int:
 async def _whoami(http: httpx.AsyncClient, edge: credentials.Edge, tokens: Tokens) -> dict[str, str]:
     try:
         bearer = {"Authorization": f"Bearer {tokens.access_token}"}
-        response = await http.get(f"{edge.sync_resource}/me", headers=bearer)
+        response = await timeouts.request(http, "GET", f"{edge.sync_resource}/me", headers=bearer)
     except httpx.TransportError as exc:
         raise credentials.EdgeUnreachable(f"cannot reach {edge.url}: {exc}") from exc
     body = response.json() if response.headers.get("content-type", "").startswith("application/json") else None
@@ -132,7 +144,7 @@ async def _once(args: argparse.Namespace, settings: Settings) -> int:
         async with db.session() as session:
             every = await links.all_links(session)
         try:
-            async with asyncio.timeout(args.timeout), httpx.AsyncClient(timeout=60.0) as http:
+            async with asyncio.timeout(args.timeout), timeouts.client(settings) as http:
                 for link in every:
                     await _exchange(LinkRunner(context, link, http))
         except TimeoutError:
@@ -152,8 +164,11 @@ async def _exchange(runner: LinkRunner) -> None:
         while await runner.step_pull(0.0):
             pass
     except SyncAuthError as exc:
-        await links.set_state(runner.context.db, runner.link_id, direction, exc.state, exc.message)
-        raise type(exc)(f"{runner.edge_url} for {runner.local_user}: {exc.message}") from exc
+        reason = exc.message
+        if isinstance(exc, CredentialsRefused):
+            reason = links.relink_hint(runner.edge_url, runner.local_user, exc.message)
+        await links.set_state(runner.context.db, runner.link_id, direction, exc.state, reason)
+        raise type(exc)(f"{runner.edge_url} for {runner.local_user}: {reason}") from exc
     finally:
         runner.discard_ahead()
 
@@ -194,7 +209,7 @@ async def _unlink(args: argparse.Namespace, settings: Settings) -> int:
             raise NotFound(f"no link to {edge_url} for {args.user!r}")
         revoked = True
         try:
-            async with httpx.AsyncClient(timeout=30.0) as http:
+            async with timeouts.client(settings) as http:
                 edge = await credentials.discover(http, edge_url)
                 await credentials.revoke_tokens(http, edge, links.client_of(link), links.tokens_of(link, ""))
         except SyncAuthError as exc:

@@ -34,6 +34,8 @@ class LinkedMachine:
     # Changes of the user from elsewhere that this machine has not pulled yet.
     behind: int
     cut_off_at: datetime | None
+    # The grant it syncs with: the dashboard lists that grant under this machine, not again as a connected app.
+    family_id: str = ""
 
 
 class PeerBook:
@@ -138,6 +140,7 @@ async def linked_machines(session: AsyncSession, user_id: str) -> list[LinkedMac
                 last_seen_at=peer.last_seen_at,
                 behind=int((await session.execute(behind)).scalar_one()),
                 cut_off_at=peer.cut_off_at,
+                family_id=peer.family_id,
             )
         )
     return out

@@ -14,7 +14,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 import msgspec
 import numpy as np
@@ -24,7 +24,7 @@ from sqlalchemy import Row
 from app.errors import ValidationFailed
 from app.identity import Identity
 from app.memories.models import MemoryRecord, NewMemory
-from app.memories.schemas import MemoryIn
+from app.memories.schemas import EndUser, MemoryIn
 from app.memories.scopes import PRIVATE_PREFIX, Scope, Visibility, visibility_key
 from app.sync import hlc as hlc_codec
 
@@ -60,6 +60,8 @@ class RecordWire(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: AwareDatetime
     updated_at: AwareDatetime
+    # The end user of the account's app (Mem0's user_id); sent only when set, so a peer from before it takes the rest.
+    end_user: EndUser | None = None
 
     @model_validator(mode="after")
     def _same_rules_as_a_local_write(self) -> RecordWire:
@@ -73,6 +75,7 @@ class RecordWire(_Strict):
                 agent=self.agent,
                 scope=self.scope,
                 visibility=self.visibility,
+                end_user=self.end_user,
             )
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -80,7 +83,8 @@ class RecordWire(_Strict):
             raise ValueError(f"{where}: {first.get('msg')}") from None
         self.tags = list(checked.tags)
         self.metadata = dict(checked.metadata)
-        if self.agent is not None and self.session is None:
+        # An agent outside any session writes only memories of scope user (Mem0's agent_id without a run_id).
+        if self.agent is not None and self.session is None and self.scope != "user":
             raise ValueError("agent needs a session")
         try:  # a scope that its session and agent can carry
             self.key("-")
@@ -139,6 +143,7 @@ class SentRecordFields(TypedDict):
     metadata: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    end_user: NotRequired[str]
 
 
 class SentChange(TypedDict):
@@ -259,7 +264,7 @@ def outgoing(record: SentRecord, vector: SentVector | None = None) -> SentChange
     same attribute names."""
     op: Op = "delete" if record.deleted_at is not None else "upsert"
     # Not validated again: the record passed the same rules when it was written here, and the receiver checks it.
-    return {
+    change: SentChange = {
         "change_id": change_id(record.id, record.hlc, record.origin, op),
         "memory_id": record.id,
         "hlc": hlc_codec.encode(record.hlc),
@@ -279,6 +284,9 @@ def outgoing(record: SentRecord, vector: SentVector | None = None) -> SentChange
         },
         "vector": vector if op == "upsert" else None,
     }
+    if record.end_user is not None:
+        change["record"]["end_user"] = record.end_user
+    return change
 
 
 # --- cursors ------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from app.accounts.auth import presented_credential
 from app.accounts.principal import Principal
+from app.admission.http import STREAM, admit
 from app.container import Container, container_of
 from app.errors import AccountDeleted, Forbidden, ServiceUnavailable, Unauthorized
 from app.oauth import resources, scopes
@@ -30,6 +31,12 @@ def _edge(container: Container) -> EdgeSync:
     if container.sync is None or container.sync.edge is None:
         raise ServiceUnavailable("edge sync is not running on this server")
     return container.sync.edge
+
+
+def _challenge(container: Container, error: str, description: str) -> dict[str, str]:
+    oauth = container.authenticator.oauth
+    resource = resources.sync_resource(container.settings.resolved_public_base_url)
+    return oauth.challenge(resource, error, description) if oauth is not None else {}
 
 
 async def sync_principal(request: Request[Any, Any, Any]) -> Principal:
@@ -52,7 +59,10 @@ async def sync_principal(request: Request[Any, Any, Any]) -> Principal:
     if scopes.SYNC not in principal.scopes:
         raise Forbidden("this access token lacks the sync scope", headers=challenge)
     note_user(principal.user_id)
-    await container.quotas.check_request(principal)
+    plan = await container.quotas.check_request(principal)
+    # A push takes a slot like any REST write (503/429 with Retry-After when full); the pull is a long poll, which
+    # never counts as in flight.
+    await admit(request, container.admission, principal, plan)
     request.scope.setdefault("state", {})[_PRINCIPAL] = principal
     return principal
 
@@ -79,6 +89,7 @@ class SyncController(Controller):
 
     @get(
         "/pull",
+        opt=STREAM,
         summary="The changes other origins made, in order, and the next cursor",
         responses={
             200: ResponseSpec(PullOut, generate_examples=False, description="A page of changes and the next cursor")
@@ -96,7 +107,19 @@ class SyncController(Controller):
     ) -> Response[bytes]:
         """``wait`` seconds of long-poll when nothing is new; ``node`` leaves out that node's own changes."""
         principal = await sync_principal(request)
-        page = await _edge(container).pull(principal, cursor=cursor, limit=limit, wait=wait, node=node, name=name)
+
+        async def still_allowed() -> bool:
+            return await container.authenticator.still_valid(principal)
+
+        # A long poll outlives its authentication: a revocation announced meanwhile is checked at once.
+        with container.revocations.watch(principal.user_id) as announced:
+            try:
+                page = await _edge(container).pull(
+                    principal, cursor=cursor, limit=limit, wait=wait, node=node, name=name,
+                    still_allowed=still_allowed, announced=announced,
+                )  # fmt: skip
+            except Unauthorized as exc:
+                raise Unauthorized(exc.message, headers=_challenge(container, "invalid_token", exc.message)) from None
         # Sent as built (plain dicts): making a PullOut of a page cost more than reading it.
         return Response(encode_json(page), media_type=MediaType.JSON)
 

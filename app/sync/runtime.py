@@ -33,6 +33,11 @@ class SyncRuntime:
     # The dense vectors' length: a shipped vector of another length is not used.
     dims: int
 
+    def stop_long_polls(self) -> None:
+        """The server is stopping: the edge's long polls answer now (see app.sync.stopping)."""
+        if self.edge is not None:
+            self.edge.stop()
+
 
 async def open_sync(
     settings: Settings,

@@ -1,4 +1,4 @@
-"""The dashboard's "Linked machines": cutting one off (the list is part of the dashboard page)."""
+"""The dashboard's "Linked machines": cutting one off (the list is part of the Sync page)."""
 
 from __future__ import annotations
 
@@ -24,4 +24,4 @@ async def cut_off_machine(
     async with container.db.session() as db_session:
         name = await peers.cut_off(db_session, user.id, peer_id)
     notice = f"Cut off {name}: its next request is refused. Link it again to resume."
-    return redirect_with(request, "/dashboard#machines", Flash(notice=notice))
+    return redirect_with(request, "/dashboard/sync#machines", Flash(notice=notice))

@@ -25,7 +25,7 @@ from app.db import Database, utcnow
 from app.errors import AppError, Conflict
 from app.memories.engine import MemoryEngine
 from app.settings import Settings
-from app.sync import links
+from app.sync import links, timeouts
 from app.sync.apply import Applier
 from app.sync.changelog import ChangeFeed
 from app.sync.client import CursorReset, EdgeSession, PushRefused
@@ -191,6 +191,8 @@ class LinkRunner:
             await links.move_pull(db_session, self.link_id, stored.pull_cursor, page.cursor)  # type: ignore[arg-type]
 
         await self.context.applier.apply(self.local_user, batch, source=self.link_id, finish=move_cursor)
+        # move_cursor recorded the pull as ok: the next failure is a change of state, though it reads as the last.
+        self._states["pull"] = (links.OK, None)
         self._last_pulled = time.monotonic()
         if self.context.metrics is not None:
             self.context.metrics.pulled.labels(self.link_id).inc(len(batch))
@@ -256,9 +258,10 @@ class LinkRunner:
                 log.warning("link %s to %s: %s", self.link_id, self.edge_url, exc.message)
                 raise Stopped(exc.message) from exc
             except CredentialsRefused as exc:
-                await self._failed(direction, links.UNAUTHORIZED, exc.message)
-                log.warning("link %s to %s: %s; link it again", self.link_id, self.edge_url, exc.message)
-                raise Stopped(exc.message) from exc
+                reason = links.relink_hint(self.edge_url, self.local_user, exc.message)
+                await self._failed(direction, links.UNAUTHORIZED, reason)
+                log.warning("link %s: %s", self.link_id, reason)
+                raise Stopped(reason) from exc
             except (PushRefused, SyncAuthError, AppError) as exc:
                 await self._failed(direction, links.REFUSED, exc.message)
                 retry = getattr(exc, "retry_after", None) or REFUSED_RETRY_SECONDS
@@ -298,7 +301,7 @@ class SyncWorker:
         self.runners: dict[str, asyncio.Task[None]] = {}
 
     async def run(self) -> None:
-        async with httpx.AsyncClient(timeout=60.0, limits=httpx.Limits(max_keepalive_connections=20)) as http:
+        async with timeouts.client(self.context.settings) as http:
             try:
                 while True:
                     try:

@@ -105,3 +105,14 @@ class TaskDependency(Base):
     session: Mapped[str] = mapped_column(String(64), primary_key=True)
     task_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     depends_on: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
+class SessionArchive(Base):
+    """A session its owner archived: left out of the dashboard's list of sessions (kept whole; agents may still use
+    it) until it is unarchived."""
+
+    __tablename__ = "session_archives"
+
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    session: Mapped[str] = mapped_column(String(64), primary_key=True)
+    archived_at: Mapped[datetime] = mapped_column(default=utcnow)

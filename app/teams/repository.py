@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import exists, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -23,13 +23,19 @@ def _insert(db: AsyncSession, table: Any) -> Any:
 # --- agents ------------------------------------------------------------------------------------------------------
 
 
-async def mark_seen(db: AsyncSession, user_id: str, session: str, agent: str, now: datetime) -> None:
-    """Record that ``agent`` used ``session`` now (creating its row the first time)."""
+async def mark_seen(
+    db: AsyncSession, user_id: str, session: str, agent: str, now: datetime, *, revive: bool = True
+) -> None:
+    """Record that ``agent`` used ``session`` now (creating its row the first time); unless ``revive``, an agent that
+    left stays as it is."""
     statement = _insert(db, SessionAgent).values(
         user_id=user_id, session=session, agent=agent, capabilities=[], first_seen_at=now, last_seen_at=now
     )
     statement = statement.on_conflict_do_update(
-        index_elements=["user_id", "session", "agent"], set_={"last_seen_at": now}
+        index_elements=["user_id", "session", "agent"],
+        set_={"last_seen_at": now},
+        # Gone: it left and has not called a tool since.
+        where=None if revive else or_(SessionAgent.left_at.is_(None), SessionAgent.last_seen_at > SessionAgent.left_at),
     )
     await db.execute(statement)
 

@@ -55,22 +55,26 @@ class TeamService:
         self.db = db
         self.coordination = coordination
         self._touch_every = touch_every_seconds
-        self._touched: dict[tuple[str, str, str], float] = {}
+        self._touched: dict[tuple[str, str, str, bool], float] = {}
 
-    async def seen(self, identity: Identity) -> None:
-        """Mark a session agent present (any call it makes); a no-op if done lately for it on this instance."""
+    async def seen(self, identity: Identity, *, revive: bool = True) -> None:
+        """Mark a session agent present (any call it makes); a no-op if done lately for it on this instance.
+
+        ``revive=False`` (a handshake, a stream, closing the client: anything but a tool call) leaves an agent that
+        left gone: it shows again once it calls a tool."""
         if identity.session is None or identity.agent is None:
             return
         slot = (identity.user_id, identity.session, identity.agent)
         now = time.monotonic()
-        last = self._touched.get(slot)
-        if last is not None and now - last < self._touch_every:
+        # A tool call's mark stands for any call; a lesser one never stands for a tool call (it may not revive).
+        marks = [self._touched.get((*slot, True))] + ([] if revive else [self._touched.get((*slot, False))])
+        if any(last is not None and now - last < self._touch_every for last in marks):
             return
         if len(self._touched) >= _MAX_REMEMBERED:
             self._touched = {k: t for k, t in self._touched.items() if now - t < self._touch_every}
-        self._touched[slot] = now
+        self._touched[(*slot, revive)] = now
         async with self.db.session() as db:
-            await repository.mark_seen(db, *slot, utcnow())
+            await repository.mark_seen(db, *slot, utcnow(), revive=revive)
 
     async def role_of(self, identity: Identity) -> str | None:
         """The role the identity's agent joined its session with, or None (not joined, or not a session agent)."""
@@ -106,7 +110,8 @@ class TeamService:
             row = await repository.get_agent(db, key.user_id, key.session, agent)
             await repository.leave(db, key.user_id, key.session, agent, now)
             tasks = await task_repository.release_all(db, key.user_id, key.session, agent)
-        self._touched.pop((key.user_id, key.session, agent), None)
+        for revive in (True, False):
+            self._touched.pop((key.user_id, key.session, agent, revive), None)
         await self.coordination.publish(key, agent_event(agent, "left", row.role if row else None, now))
         if tasks:
             await self.coordination.publish(key, task_event(agent, "released", tasks, now))

@@ -1,4 +1,4 @@
-"""The dashboard: API keys and the install panel."""
+"""The dashboard's main page: API keys, the install panel, the connection test and the connected apps."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from app.accounts.principal import KEY_SCOPES
 from app.container import Container
 from app.errors import AppError, InvalidIdentity
 from app.identity import validate_name
-from app.oauth import connected, machine_clients
+from app.oauth import connected
 from app.sync import peers
+from app.web.connection import check_connection
 from app.web.flash import Flash, redirect_with, take_flash
 from app.web.install import KEY_PLACEHOLDER, install_commands
 from app.web.pages import form_data, render
@@ -88,8 +89,10 @@ async def _page(
     async with container.db.session() as db_session:
         rows = [_row(k) for k in await accounts.list_keys(db_session, user.id)]
         grants = await connected.active_grants(db_session, user.id)
-        clients = await machine_clients.list_for(db_session, user.id)
         machines = await peers.linked_machines(db_session, user.id)
+    # A linked machine's grant is that machine: the Sync page lists it, so it is not a connected app too.
+    machine_grants = {m.family_id for m in machines if m.family_id}
+    grants = [g for g in grants if g.family_id not in machine_grants]
     panel = _install_panel(container, user, session, agent, new_key)
     if panel["errors"] and status_code < 400:
         status_code = 400
@@ -100,8 +103,7 @@ async def _page(
         user=user,
         keys=rows,
         grants=grants,
-        machine_clients=clients,
-        linked_machines=machines,
+        linked_machines=len(machines),
         scopes=KEY_SCOPES,
         new_key=new_key,
         key_placeholder=KEY_PLACEHOLDER,
@@ -160,27 +162,6 @@ async def create_key(request: Request[Any, Any, Any], user: User, container: Con
     return redirect_with(request, target, Flash(notice=notice, new_key=created.plaintext))
 
 
-@post("/dashboard/sync-clients", status_code=201)
-async def create_sync_client(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
-    """Link a machine: a sync client (client_credentials, scope sync) of this user; its secret is shown this once."""
-    data = await form_data(request)
-    await verify_csrf(request, data.get("_csrf"))
-    name = data.get("machine_name", "").strip()[:200]
-    try:
-        async with container.db.session() as db_session:
-            created = await machine_clients.create_sync_client(db_session, user.id, name)
-    except AppError as exc:
-        return await _page(
-            request,
-            container,
-            user,
-            status_code=422,
-            sync_errors={"machine_name": exc.message},
-            sync_values={"machine_name": name},
-        )
-    return await _page(request, container, user, status_code=201, new_sync_client=created)
-
-
 @post("/dashboard/apps/{family_id:str}/revoke", status_code=303)
 async def revoke_app(
     request: Request[Any, Any, Any], family_id: str, user: User, container: Container
@@ -194,19 +175,6 @@ async def revoke_app(
     return redirect_with(request, "/dashboard#apps", Flash(notice=notice))
 
 
-@post("/dashboard/clients/{client_id:str}/revoke", status_code=303)
-async def revoke_machine_client(
-    request: Request[Any, Any, Any], client_id: str, user: User, container: Container
-) -> Response[Any]:
-    """Revoke a machine client of this user: it gets no new token and the ones it has stop working."""
-    data = await form_data(request)
-    await verify_csrf(request, data.get("_csrf"))
-    async with container.db.session() as db_session:
-        await machine_clients.revoke(db_session, client_id, user_id=user.id)
-    notice = f"Machine client {client_id} revoked: it gets no new token and its tokens stopped working."
-    return redirect_with(request, "/dashboard#clients", Flash(notice=notice))
-
-
 @post("/dashboard/keys/{key_id:str}/revoke", status_code=303)
 async def revoke_key(request: Request[Any, Any, Any], key_id: str, user: User, container: Container) -> Response[Any]:
     data = await form_data(request)
@@ -215,3 +183,35 @@ async def revoke_key(request: Request[Any, Any, Any], key_id: str, user: User, c
         key = await accounts.revoke_key(db_session, key_id, user_id=user.id)
     notice = f"Key “{key.name}” revoked: requests with it now get 401."
     return redirect_with(request, "/dashboard#keys", Flash(notice=notice))
+
+
+@post("/dashboard/test-connection", status_code=200)
+async def test_connection(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
+    """One real MCP call with the key the person pastes (or the new key the page kept), and what came of it."""
+    data = await form_data(request)
+    await verify_csrf(request, data.get("_csrf"))
+    session = _name_or(data.get("session", ""), "session", DEFAULT_SESSION)
+    agent = _name_or(data.get("agent", ""), "agent", DEFAULT_AGENT)
+    key = data.get("key", "").strip()
+    if not key:
+        return await _page(
+            request,
+            container,
+            user,
+            status_code=422,
+            session=session,
+            agent=agent,
+            test_errors={"key": "paste an API key to test (create one above)"},
+        )
+    if len(key) > 200 or not key.isascii() or not key.isprintable():
+        return await _page(
+            request,
+            container,
+            user,
+            status_code=422,
+            session=session,
+            agent=agent,
+            test_errors={"key": "that is not an API key: keys look like egk_ followed by letters and digits"},
+        )
+    result = await check_connection(container.settings.resolved_public_base_url, user.id, key)
+    return await _page(request, container, user, session=session, agent=agent, connection=result)

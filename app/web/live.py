@@ -15,11 +15,15 @@ from app.accounts.models import User
 from app.container import Container
 from app.coordination import Change, Claim, SessionKey
 from app.db import utcnow
-from app.errors import AppError, NotFound
+from app.errors import AppError
 from app.identity import Identity, validate_name
+from app.memories import repository as memory_repository
+from app.projects import repository as project_repository
 from app.sessions.sse import event_stream
+from app.teams import erase as team_erase
 from app.teams.schemas import AgentOut, MessageOut, TaskOut
 from app.web.pages import render, render_html
+from app.web.session_admin import FILES_SHOWN, holdings, session_name
 from app.web.taskboard import Board, layout
 
 KEEPALIVE_SECONDS = 15
@@ -55,19 +59,22 @@ async def read_session(container: Container, user_id: str, session: str) -> Sess
     return SessionView(session, agents, claims, changes, tasks, layout(tasks), messages)
 
 
-def _session_name(session: str) -> str:
-    try:
-        return validate_name(session, "session")
-    except AppError:
-        raise NotFound("there is no such session") from None
-
-
 @get("/dashboard/sessions", name="web:sessions")
 async def sessions(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
     name = request.query_params.get("session", "").strip()[:200]
     known = await container.teams.agents.sessions(user.id)
+    async with container.db.session() as db:
+        written = await memory_repository.counts_by_session(db, user.id)
+        indexed = await project_repository.totals_by_session(db, user.id)
+        archived = await team_erase.archived(db, user.id)
+    listed: dict[str, Any] = {
+        "sessions": [s for s in known if s.session not in archived],
+        "archived": sorted(archived.values(), key=lambda a: a.archived_at, reverse=True),
+        "written": written,
+        "indexed": indexed,
+    }
     if not name:
-        return render(request, "sessions.html", user=user, sessions=known)
+        return render(request, "sessions.html", user=user, **listed)
     try:
         validate_name(name, "session")
     except AppError as exc:
@@ -76,7 +83,7 @@ async def sessions(request: Request[Any, Any, Any], user: User, container: Conta
             "sessions.html",
             status_code=400,
             user=user,
-            sessions=known,
+            **listed,
             errors={"session": exc.message},
             values={"session": name},
         )
@@ -87,8 +94,10 @@ async def sessions(request: Request[Any, Any, Any], user: User, container: Conta
 async def session_page(
     request: Request[Any, Any, Any], session: str, user: User, container: Container
 ) -> Response[Any]:
-    view = await read_session(container, user.id, _session_name(session))
-    return render(request, "session.html", user=user, view=view)
+    name = session_name(session)
+    view = await read_session(container, user.id, name)
+    held = await holdings(container, user.id, name)
+    return render(request, "session.html", user=user, view=view, held=held, files_shown=FILES_SHOWN)
 
 
 @get("/dashboard/sessions/{session:str}/panel")
@@ -96,7 +105,7 @@ async def session_panel(
     request: Request[Any, Any, Any], session: str, user: User, container: Container
 ) -> Response[Any]:
     """The lists alone, which the page's script swaps in when an event arrives."""
-    view = await read_session(container, user.id, _session_name(session))
+    view = await read_session(container, user.id, session_name(session))
     html = render_html(request, "session_panel.html", {"view": view})
     return Response(content=html, media_type="text/html", headers={"Cache-Control": "no-store"})
 
@@ -104,7 +113,7 @@ async def session_panel(
 @get("/dashboard/sessions/{session:str}/events")
 async def session_events(session: str, user: User, container: Container) -> ServerSentEvent:
     """Live events of the session (claims, changes, agents, messages, tasks), authenticated by the session cookie."""
-    identity = Identity(user.id, _session_name(session), WATCHER)
+    identity = Identity(user.id, session_name(session), WATCHER)
     # The page only needs to know that something happened; it re-reads the panel.
     return await event_stream(
         container.sessions.events(identity),

@@ -1,4 +1,5 @@
-"""The memory browser: search, filter by session, agent, scope and tag, page through, delete."""
+"""The memory browser: search, filter by session, agent, scope and tag, page through, counts, delete and re-tag
+many at once."""
 
 from __future__ import annotations
 
@@ -6,25 +7,32 @@ from typing import Any
 from urllib.parse import urlencode
 
 from litestar import Request, Response, get, post
+from litestar.exceptions import ValidationException
 from pydantic import ValidationError
 
 from app.accounts.models import User
 from app.container import Container
-from app.errors import AppError
+from app.errors import AppError, ValidationFailed
 from app.identity import validate_name
-from app.memories.schemas import SearchIn
+from app.memories.schemas import MemoryPatch, SearchIn
 from app.memories.scopes import SCOPES
 from app.web.flash import Flash, redirect_with
+from app.web.memory_view import body_of, markdown
 from app.web.pages import form_data, render, web_principal
 from app.web.session import verify_csrf
 
 PAGE_SIZE = 20
+PAGE_SIZES = (20, 50, 100, 200)
+# The most memories one bulk action takes: a page at its largest.
+MAX_BULK = 200
+# Counts shown per kind (sessions, tags); the page says how many more there are.
+TOP_COUNTS = 12
 # A memory longer than this is folded to a preview with "show all" (memories can hold 16,000 characters).
 FOLD_CHARS = 600
 FOLD_LINES = 8
 PREVIEW_CHARS = 400
 PREVIEW_LINES = 6
-FILTERS = ("q", "session", "agent", "scope", "tag")
+FILTERS = ("q", "session", "agent", "scope", "tag", "per")
 BROWSER = "/dashboard/memories"
 
 
@@ -42,6 +50,8 @@ def _filters(request: Request[Any, Any, Any]) -> tuple[dict[str, str], dict[str,
         errors["scope"] = f"scope must be one of {', '.join(SCOPES)}"
     if len(values["tag"]) > 64:
         errors["tag"] = "a tag has at most 64 characters"
+    if values["per"] and values["per"] not in {str(n) for n in PAGE_SIZES}:
+        errors["per"] = f"per page must be one of {', '.join(str(n) for n in PAGE_SIZES)}"
     return values, errors
 
 
@@ -50,6 +60,10 @@ def preview(content: str) -> str:
     head = "\n".join(content.split("\n")[:PREVIEW_LINES])[:PREVIEW_CHARS].rstrip()
     space = head.rfind(" ")
     return head[:space] if len(head) == PREVIEW_CHARS and space > PREVIEW_CHARS - 60 else head
+
+
+def shown_filters(values: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in values.items() if v}
 
 
 def safe_back(value: str | None) -> str:
@@ -65,12 +79,16 @@ async def browse(request: Request[Any, Any, Any], user: User, container: Contain
     principal = web_principal(user)
     memories: list[Any] = []
     next_url = None
+    per = int(values["per"]) if values["per"] and not errors.get("per") else PAGE_SIZE
+    counts = await container.memories.counts(principal)
     if not errors:
         session, agent = values["session"] or None, values["agent"] or None
         tags = [values["tag"]] if values["tag"] else []
         try:
             if values["q"]:
-                search = SearchIn(query=values["q"], limit=PAGE_SIZE, session=session, agent=agent, tags=tags or None)
+                search = SearchIn(
+                    query=values["q"], limit=min(per, 100), session=session, agent=agent, tags=tags or None
+                )
                 scope = values["scope"] or None
                 found = await container.memories.search(principal, None, search, owner_view=True, scope=scope)  # type: ignore[arg-type]
                 memories = list(found)
@@ -82,18 +100,19 @@ async def browse(request: Request[Any, Any, Any], user: User, container: Contain
                     agent=agent,
                     scope=values["scope"] or None,  # type: ignore[arg-type]
                     tags=tags,
-                    limit=PAGE_SIZE,
+                    limit=per,
                     cursor=cursor,
                     owner_view=True,
                 )
                 memories = list(page.memories)
                 if page.next_cursor:
-                    next_url = f"{BROWSER}?{urlencode({**values, 'cursor': page.next_cursor})}"
+                    next_url = f"{BROWSER}?{urlencode({**shown_filters(values), 'cursor': page.next_cursor})}"
         except ValidationError as exc:
             errors["q"] = "; ".join(str(e.get("msg")) for e in exc.errors())
         except AppError as exc:
             errors[str(exc.extra.get("field") or "form")] = exc.message
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    shown = shown_filters(values)
     return render(
         request,
         "memories.html",
@@ -104,12 +123,19 @@ async def browse(request: Request[Any, Any, Any], user: User, container: Contain
         errors=errors,
         scopes=SCOPES,
         next_url=next_url,
-        first_url=f"{BROWSER}?{urlencode(values)}" if cursor else None,
+        first_url=f"{BROWSER}?{urlencode(shown)}" if cursor else None,
         back=safe_back(here),
         searching=bool(values["q"]),
         fold_chars=FOLD_CHARS,
         fold_lines=FOLD_LINES,
         preview=preview,
+        markdown=markdown,
+        body_of=body_of,
+        counts=counts,
+        top=TOP_COUNTS,
+        page_sizes=PAGE_SIZES,
+        filter_url=lambda **change: f"{BROWSER}?{urlencode({**shown, **change})}",
+        max_bulk=MAX_BULK,
     )
 
 
@@ -119,3 +145,58 @@ async def delete(request: Request[Any, Any, Any], memory_id: str, user: User, co
     await verify_csrf(request, data.get("_csrf"))
     await container.memories.delete(web_principal(user), None, [memory_id])
     return redirect_with(request, safe_back(data.get("back")), Flash(notice="Memory deleted. Its history is kept."))
+
+
+async def _selected(request: Request[Any, Any, Any]) -> tuple[dict[str, str], list[str]]:
+    """The bulk form: its single fields and the ids of the ticked memories (repeated ``ids`` fields)."""
+    data = await form_data(request)
+    try:
+        form = await request.form()
+        ids = [v for v in form.getall("ids") if isinstance(v, str) and v]
+    except (ValidationException, UnicodeDecodeError, ValueError, KeyError):
+        ids = []
+    return data, list(dict.fromkeys(ids))
+
+
+@post(BROWSER + "/bulk", status_code=303)
+async def bulk(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
+    """Delete, tag or untag the ticked memories. A delete is all or none; tagging saves each memory in turn."""
+    data, ids = await _selected(request)
+    await verify_csrf(request, data.get("_csrf"))
+    back = safe_back(data.get("back"))
+    action = data.get("action", "")
+    if not ids:
+        return redirect_with(request, back, Flash(notice="Nothing was selected: tick the memories first."))
+    if len(ids) > MAX_BULK:
+        raise ValidationFailed(f"at most {MAX_BULK} memories at once; {len(ids)} were selected", field="ids")
+    principal = web_principal(user)
+    if action == "delete":
+        deleted = await container.memories.delete(principal, None, ids)
+        notice = f"{len(deleted)} {'memory' if len(deleted) == 1 else 'memories'} deleted. Their history is kept."
+        return redirect_with(request, back, Flash(notice=notice))
+    if action not in ("tag", "untag"):
+        raise ValidationFailed("action must be delete, tag or untag", field="action")
+    tag = data.get("tag", "").strip()
+    if not tag or len(tag) > 64:
+        raise ValidationFailed("name the tag to add or remove (1-64 characters)", field="tag")
+    changed = 0
+    for memory_id in ids:
+        memory = await container.memories.get(principal, None, memory_id)
+        tags = [*memory.tags, tag] if action == "tag" and tag not in memory.tags else list(memory.tags)
+        if action == "untag":
+            tags = [t for t in memory.tags if t != tag]
+        if tags == memory.tags:
+            continue
+        try:
+            patch = MemoryPatch(tags=tags)
+        except ValidationError as exc:
+            raise ValidationFailed(
+                f"memory {memory_id}: " + "; ".join(str(e.get("msg")) for e in exc.errors()), field="tag"
+            ) from None
+        await container.memories.update(principal, None, memory_id, patch)
+        changed += 1
+    verb = "tagged" if action == "tag" else "untagged"
+    notice = f"{changed} of {len(ids)} selected {verb} #{tag}" + (
+        "." if changed == len(ids) else " (the rest were already)."
+    )
+    return redirect_with(request, back, Flash(notice=notice))

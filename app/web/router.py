@@ -17,7 +17,18 @@ from litestar.types import PathType
 from app.accounts.models import User
 from app.container import Container
 from app.sync import web as sync_web
-from app.web import account_data, address_limits, dashboard, live, memories, routes
+from app.web import (
+    account_data,
+    address_limits,
+    dashboard,
+    live,
+    machines,
+    memories,
+    memory_page,
+    routes,
+    session_admin,
+    usage,
+)
 from app.web.errors import WEB_EXCEPTION_HANDLERS, LoginRequired
 from app.web.ratelimit import create_rate_limiter
 from app.web.session import current_user
@@ -49,15 +60,24 @@ web_router = Router(
         dashboard.create_key,
         dashboard.revoke_key,
         dashboard.revoke_app,
-        dashboard.revoke_machine_client,
+        dashboard.test_connection,
+        machines.sync_page,
+        machines.revoke_machine_client,
+        machines.create_sync_client,
         sync_web.cut_off_machine,
-        dashboard.create_sync_client,
         memories.browse,
         memories.delete,
+        memories.bulk,
+        memory_page.memory_page,
+        memory_page.edit,
+        usage.usage,
         live.sessions,
         live.session_page,
         live.session_panel,
         live.session_events,
+        session_admin.reindex,
+        session_admin.archive,
+        session_admin.delete_session,
         account_data.export_download,
         account_data.delete_page,
         account_data.delete_account,

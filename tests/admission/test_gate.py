@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from app.admission import Admission, AdmissionConfig, Ticket
+from app.admission.gate import Admission, AdmissionConfig, Ticket
 from app.errors import OverFairShare, Overloaded
 from app.observability.metrics import Metrics
 

@@ -4,6 +4,10 @@ it refuses stores nothing, what it admits is committed, and a quiet tenant is se
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,3 +151,70 @@ async def test_mcp_tool_calls_are_refused_in_the_json_rpc_shape(one_at_a_time: R
     others = [o for o in outcomes if not isinstance(o, MCPError)]
     assert not [o for o in others if isinstance(o, BaseException)], others
     assert _stored(server, alice.user_id) == len(others)
+
+
+def test_sync_pushes_take_a_slot_and_long_polls_do_not(one_at_a_time: RunningServer) -> None:
+    from tests.sync.test_protocol import pull, push, token_for, wire
+
+    server = one_at_a_time
+    alice = make_account(server)
+    token = token_for(server, alice.user_id)
+    # A long poll waits for news without a slot: the only slot stays free for the pushes below.
+    waiting: dict[str, httpx.Response] = {}
+    poller = threading.Thread(target=lambda: waiting.setdefault("r", pull(server, token, node="n_waiter", wait=5)))
+    poller.start()
+
+    async def pushes() -> list[httpx.Response]:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as http:
+            batches = [{"node_id": "n_laptop", "changes": [wire(str(uuid.uuid4()), f"pushed {i}")]} for i in range(30)]
+            return list(await asyncio.gather(*(http.post("/sync/v1/push", json=b) for b in batches)))
+
+    responses = asyncio.run(pushes())
+    admitted = [r for r in responses if r.status_code == 200]
+    refused = [r for r in responses if r.status_code != 200]
+    assert admitted and refused, [r.status_code for r in responses]
+    for response in refused:
+        _check_refusal(response)
+    assert _stored(server, alice.user_id) == len(admitted), "a refused push stores nothing"
+    assert push(server, token, [wire(str(uuid.uuid4()), "alone")]).status_code == 200
+    poller.join(timeout=60)
+    assert waiting["r"].status_code == 200
+
+
+@pytest.fixture
+def impatient_database(tmp_path: Any, embedder: object) -> Iterator[RunningServer]:
+    """A server that waits at most 0.2 s for SQLite's write lock."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'engram.db'}"
+    upgrade_to_head(url)
+    with serve(_settings(tmp_path, url, database_busy_timeout_seconds=0.2), embedder=embedder) as server:  # type: ignore[arg-type]
+        yield server
+
+
+def test_a_write_that_cannot_get_the_database_lock_in_time_hears_503_and_stores_nothing(
+    impatient_database: RunningServer, tmp_path: Any
+) -> None:
+    server = impatient_database
+    alice = make_account(server)
+    with server.client(alice.key) as http:
+        kept = http.post("/v1/memories", json={"content": "written before the lock was taken"}).json()
+        # Another process holds the write lock (a stuck writer, a long migration): writes wait 0.2 s, then are told.
+        holder = sqlite3.connect(tmp_path / "engram.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            started = time.monotonic()
+            refused = [
+                http.post("/v1/memories", json={"content": "written while the database is locked"}),
+                http.patch(f"/v1/memories/{kept['id']}", json={"content": "edited while the database is locked"}),
+            ]
+            # Hang-only: each waited 0.2 s for the lock; SQLite's default patience would be 30 s apiece.
+            assert time.monotonic() - started < 20
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        for response in refused:
+            assert response.status_code == 503, response.text
+            _check_refusal(response)
+        assert _stored(server, alice.user_id) == 1, "the refused add left nothing behind"
+        assert http.get(f"/v1/memories/{kept['id']}").json()["content"] == "written before the lock was taken"
+        assert http.post("/v1/memories", json={"content": "written once the lock is free"}).status_code == 201

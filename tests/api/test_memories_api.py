@@ -358,3 +358,23 @@ def test_health_readiness_and_openapi(api: RunningServer) -> None:
     assert set(schema["components"]["securitySchemes"]) == {"bearer", "apiKey"}
     assert schema["paths"]["/v1/memories/search"]["post"]["security"] == [{"bearer": []}, {"apiKey": []}]
     assert schema["paths"]["/v1/sessions/{session}/status"]["get"]["security"] == [{"bearer": []}, {"apiKey": []}]
+
+
+def test_a_rare_tag_pages_through_every_match_in_order(api: RunningServer) -> None:
+    """The tag scan reads growing batches: whatever their sizes, each match comes once, newest first."""
+    me = make_account(api)
+    with api.client(me.key) as http:
+        body = {"memories": [{"content": f"n{i}", "tags": ["rare"] if i % 13 == 0 else []} for i in range(90)]}
+        assert http.post("/v1/memories", json=body).status_code == 201
+        everything = [m["content"] for m in http.get("/v1/memories", params={"limit": 200}).json()["memories"]]
+        expected = [c for c in everything if int(c[1:]) % 13 == 0]
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params: dict[str, Any] = {"limit": 2, "tags": ["rare"], **({"cursor": cursor} if cursor else {})}
+            page = http.get("/v1/memories", params=params).json()
+            seen += [m["content"] for m in page["memories"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == expected and len(expected) == 7

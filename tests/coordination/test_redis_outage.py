@@ -215,3 +215,50 @@ async def test_a_hung_redis_fails_the_first_call_within_the_budget_and_the_rest_
                     break
                 except CoordinationUnavailable:
                     await anyio.sleep(0.05)
+
+
+async def test_a_subscription_that_outlived_an_outage_ends_though_its_connection_never_failed(
+    redis_url: str, prefix: str
+) -> None:
+    """The breaker opened and closed again between two looks of the subscription (redis-py may also reconnect a
+    subscriber quietly): what was published meanwhile may be lost, so the subscription ends and its reader resyncs."""
+    from app.redis_breaker import RedisBreaker
+
+    key = SessionKey(f"u-{uuid.uuid4().hex[:8]}", "blink")
+    breaker = RedisBreaker(redis_url)
+    coord = RedisCoordination(redis_url, prefix=prefix, breaker=breaker)
+    try:
+        async with coord.subscribe(key) as events:
+            breaker.trip("an outage too short for a subscriber to see")
+            assert await breaker.ping()  # Redis answers: closed again
+            assert not breaker.is_open
+            # Redis answers the subscriber's own liveness pings all along: only the outage itself can end it.
+            with anyio.fail_after(10), pytest.raises(CoordinationUnavailable, match="unreachable meanwhile"):
+                await anext(events)
+    finally:
+        await coord.close()
+        await breaker.close()
+        await delete_prefix(redis_url, prefix)
+
+
+async def test_a_quiet_subscription_on_a_healthy_redis_stays_open(redis_url: str, prefix: str) -> None:
+    """Its liveness pings are answered: quiet is not dead (past one ping interval and its wait for the answer)."""
+    key = SessionKey(f"u-{uuid.uuid4().hex[:8]}", "quiet")
+    coord = RedisCoordination(redis_url, prefix=prefix)
+    try:
+        async with coord.subscribe(key) as events:
+            heard: list[Any] = []
+
+            async def read_one() -> None:
+                heard.append(await anext(events))
+
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(read_one)
+                    await anyio.sleep(8)
+                    assert not heard and not tasks.cancel_scope.cancel_called
+                    await coord.broadcast(key, "alice", ["a.py"], "still here")
+            assert [event.kind for event in heard] == ["change"]
+    finally:
+        await coord.close()
+        await delete_prefix(redis_url, prefix)

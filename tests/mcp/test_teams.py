@@ -210,3 +210,25 @@ async def test_messages_and_tasks_keep_working_while_redis_is_down(redis_down_ap
         assert (await call(b, "session_task_complete", task_id="t", result="ok"))["task"]["status"] == "completed"
         claim = await a.call_tool("session_claim_files", {"file_paths": ["x.py"]})
         assert "coordination unavailable" in error_text(claim)
+
+
+@pytest.mark.anyio
+async def test_an_agent_that_left_stays_gone_when_its_client_closes(either_backend: RunningServer) -> None:
+    """Closing the client (its DELETE, its GET stream) is no sign of life; calling a tool again is."""
+    server = either_backend
+    me = make_account(server)
+
+    def listed() -> set[str]:
+        with server.client(me.key) as http:
+            return {agent["agent"] for agent in http.get("/v1/sessions/gone/agents").json()["agents"]}
+
+    async with connect(server, me.key, session_id(me.user_id, "gone", "quitter")) as quitter:
+        await call(quitter, "session_join", role="backend")
+        await call(quitter, "session_leave")
+        assert "quitter" not in listed()
+    assert "quitter" not in listed()
+    async with connect(server, me.key, session_id(me.user_id, "gone", "quitter")):
+        assert "quitter" not in listed()  # connecting again is not calling a tool
+    async with connect(server, me.key, session_id(me.user_id, "gone", "quitter")) as back:
+        await call(back, "session_task_list")
+        assert "quitter" in listed()

@@ -44,3 +44,16 @@ async def test_a_refusal_counts_against_none_of_the_limits(limiter: RateLimiter)
     # The key's second request was not spent on the refused call.
     assert await limiter.acquire([(key, 2)]) is None
     assert await limiter.acquire([(key, 2)]) is not None
+
+
+async def test_allowed_requests_are_tallied(limiter: RateLimiter) -> None:
+    user, hour, minute, other = (uuid.uuid4().hex for _ in range(4))
+    for _ in range(4):
+        assert await limiter.acquire([(user, 10)], [(hour, 3600), (minute, 120)]) is None
+    assert await limiter.acquire([(user, 1000)]) is None  # no tally: not counted
+    # Refused requests are not tallied: the plan was not used.
+    tight = uuid.uuid4().hex
+    assert await limiter.acquire([(tight, 1)], [(hour, 3600)]) is None
+    assert await limiter.acquire([(tight, 1)], [(hour, 3600)]) is not None
+    assert await limiter.tallies([hour, minute, other]) == [5, 4, 0]
+    assert await limiter.tallies([]) == []

@@ -187,7 +187,8 @@ async def test_bad_changes_are_refused_like_bad_local_writes(tmp_path: Path, emb
             {"content": "a\x00b"},
             {"content": "\ud800"},
             {"scope": "session"},  # a session scope without a session
-            {"agent": "x"},  # an agent without a session
+            # An agent without a session writes only scope user (Mem0's agent_id without a run_id).
+            {"agent": "x", "scope": "agent"},
             {"tags": [""]},
             {"metadata": {"a.b": 1}},
             {"created_at": "2026-11-01T00:00:00"},  # no time zone

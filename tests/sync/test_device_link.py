@@ -68,8 +68,12 @@ def test_a_person_links_a_machine_by_approving_its_code_in_a_browser(
 
     once = node.engram("sync", "once", "--timeout", "120")
     assert json.loads(once.stdout)["links"][0]["state"] == "ok"
-    page.goto("/dashboard")
+    page.goto("/dashboard/sync")
     machines = page.locator("#machines tr[data-machine-id]")
     assert machines.count() == 1 and "Ada's laptop" in machines.inner_text(), "listed under the name approved"
     assert "syncing" in machines.inner_text()
+    # Listed once: its grant is that machine, not also a connected app on the main page.
+    page.goto("/dashboard")
+    assert page.locator("#apps tr[data-grant-id]").count() == 0
+    assert "1 linked machine" in page.inner_text("#sync-summary")
     context.close()

@@ -356,8 +356,8 @@ def test_a_renewed_token_keeps_a_link_going_and_a_machine_cut_off_on_the_dashboa
         assert http.post("/v1/memories", json={"content": "first note"}).status_code == 201
     until(lambda: "first note" in contents(edge, edge_key), "first note synced")
 
-    machine = until(lambda: re.search(r'data-machine-id="([^"]+)"', person.get("/dashboard").text), "listed")
-    page = person.get("/dashboard").text
+    machine = until(lambda: re.search(r'data-machine-id="([^"]+)"', person.get("/dashboard/sync").text), "listed")
+    page = person.get("/dashboard/sync").text
     assert "laptop of ada" in page and 'data-behind="0"' in page
 
     # The edge forgets the current access token: the node's next request gets 401, renews once, goes on.
@@ -371,12 +371,16 @@ def test_a_renewed_token_keeps_a_link_going_and_a_machine_cut_off_on_the_dashboa
         assert http.post("/v1/memories", json={"content": "second note"}).status_code == 201
     until(lambda: "second note" in contents(edge, edge_key), "synced after renewing the token")
 
-    cut = person.submit("/dashboard", f"/dashboard/machines/{machine.group(1)}/cut-off")
+    cut = person.submit("/dashboard/sync", f"/dashboard/machines/{machine.group(1)}/cut-off")
     assert cut.status_code == 303
-    assert "cut off" in person.get("/dashboard").text
+    assert "cut off" in person.get("/dashboard/sync").text
     with node.client(local_key) as http:
         assert http.post("/v1/memories", json={"content": "third note"}).status_code == 201
     link = until(lambda: (lambda x: x if x["state"] == "unauthorized" else None)(link_of(node, local_user)), "cut off")
-    assert link["pending"] == 1 and link["error"]
+    assert link["pending"] == 1
+    assert (
+        link["error"].startswith("cut off on the edge")
+        and f"engram sync link {edge.url} --user {local_user}` again" in link["error"]
+    )
     assert "third note" not in contents(edge, edge_key)
     assert "third note" in contents(node, local_key), "nothing lost on the node"

@@ -168,6 +168,7 @@ def test_revoke_and_delete_ask_first_and_say_what_they_did(chromium: Any, api: R
     assert _notice(page) == "Key “laptop” revoked: requests with it now get 401."
     assert page.locator("tr.revoked[data-key-id]").count() == 1
 
+    page.goto("/dashboard/sync")
     _answer_dialogs(page, True, seen)
     page.locator("tr[data-client-id] button", has_text="Revoke").click()
     page.wait_for_selector(".notice-banner:has-text('Machine client')")
@@ -184,10 +185,10 @@ def test_revoke_and_delete_ask_first_and_say_what_they_did(chromium: Any, api: R
     # A long memory is folded to a preview; "show all" unfolds it.
     folded = page.locator("li.memory", has_text="The deploy checklist.")
     assert folded.locator(".show-all").is_visible()
-    assert not folded.locator("p.content.full").is_visible()
+    assert not folded.locator(".content.full").is_visible()
     assert "Step 54" not in folded.inner_text()
     folded.locator(".show-all").click()
-    assert folded.locator("p.content.full").is_visible() and "Step 54: check item 54 twice." in folded.inner_text()
+    assert folded.locator(".content.full").is_visible() and "Step 54: check item 54 twice." in folded.inner_text()
     assert keep.locator(".show-all").count() == 0
     page.screenshot(path=str(tmp_path / "memories-unfolded.png"), full_page=True)
 

@@ -13,6 +13,10 @@ from qdrant_client import models
 Scalar = str | int | float | bool
 
 
+# The payload fields a read may narrow to named entities (app.memories.points).
+ENTITY_FIELDS = ("end_user", "session", "agent")
+
+
 class FilterError(ValueError):
     """The caller's filter dict cannot be expressed."""
 
@@ -122,10 +126,18 @@ def read_filter(
     scope: str | None = None,
     tags: Sequence[str] | None = None,
     metadata: Mapping[str, Scalar] | None = None,
+    entities: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """The filter of every tenant read: the tenant, the visibility keys it may read (None: all of the tenant's, the
-    owner's own view), and optionally a scope, all ``tags`` and metadata equalities. Read rules change here only."""
+    owner's own view), and optionally a scope, all ``tags``, metadata equalities and, per entity field (end_user,
+    session, agent), one of the values given. Read rules change here only."""
     filters: dict[str, Any] = {"user_id": user_id}
+    for key, values in (entities or {}).items():
+        if key not in ENTITY_FIELDS:
+            raise FilterError(f"unsupported entity filter {key!r}")
+        if isinstance(values, str) or not values or not all(isinstance(v, str) and v for v in values):
+            raise FilterError(f"entity filter {key!r} takes a non-empty list of names")
+        filters[key] = {"in": list(dict.fromkeys(values))}
     if visibilities is not None:
         filters["visibility"] = {"in": list(visibilities)}
     if scope is not None:

@@ -25,7 +25,19 @@
   // Revoke, Disconnect, Delete: ask first. Registered before the listener below, which must see a cancelled submit.
   document.addEventListener("submit", function (event) {
     var message = event.target.getAttribute("data-confirm");
+    // A form with several buttons asks only for the one named by data-confirm-action (bulk delete, not re-tag).
+    var only = event.target.getAttribute("data-confirm-action");
+    if (only && event.submitter && event.submitter.value === only) message = event.target.getAttribute("data-confirm-text");
     if (message && !window.confirm(message)) event.preventDefault();
+  });
+
+  // The memory browser's "select all on this page".
+  document.addEventListener("change", function (event) {
+    if (!event.target.matches("input[data-select-all]")) return;
+    var form = event.target.form;
+    document.querySelectorAll('input.pick[form="' + form.id + '"]').forEach(function (box) {
+      box.checked = event.target.checked;
+    });
   });
 
   // A new API key is shown once, by the page the key form lands on. The tab keeps it (sessionStorage) so that the
@@ -56,6 +68,8 @@
       install.querySelectorAll("pre.command").forEach(function (pre) {
         pre.textContent = pre.textContent.split(placeholder).join(key);
       });
+      var testKey = document.querySelector("input[data-test-key]");
+      if (testKey && !testKey.value) testKey.value = key;
       var hint = document.getElementById("key-hint");
       if (hint) hint.hidden = true;
       if (box && shown) {

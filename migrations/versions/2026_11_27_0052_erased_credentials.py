@@ -1,7 +1,7 @@
 """the digests of a deleted account's sync credentials, so its linked machines hear 410 account_deleted
 
-Revision ID: 0050_erased_credentials
-Revises: 0040_document_chunking
+Revision ID: 0052_erased_credentials
+Revises: 0051_session_archives
 Create Date: 2026-11-27
 """
 
@@ -12,8 +12,8 @@ from alembic import op
 
 import app.db
 
-revision: str = "0050_erased_credentials"
-down_revision: str | None = "0040_document_chunking"
+revision: str = "0052_erased_credentials"
+down_revision: str | None = "0051_session_archives"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,231 @@
+"""A revocation made by the `engram` CLI, in another process, reaches every open stream of that credential.
+
+Embedded (SQLite, no Redis) the CLI can tell the server only through the database; with Redis it also announces it
+there. These servers re-check stream credentials only every 10 minutes, so nothing here can pass by the timed
+re-check: each stream ends because the server learned of the revocation.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.accounts.test_revocation_reaches_streams import SseReader
+from tests.conftest import _settings
+from tests.harness import RunningServer, add_key, make_account, serve
+from tests.mcp.conftest import mcp_url, session_id
+from tests.mcp.test_listen import agent_and_raw_listener
+from tests.oauth.conftest import make_sync_client, sync_token
+
+ENGRAM = str(Path(sys.executable).with_name("engram"))
+SLOW_RECHECK = 600.0
+# Catches a revocation that never arrives (the streams would run on to the 600 s re-check), not the speed: the
+# promise is one second, measured in bench/, and this machine may be loaded.
+WITHIN = 10.0
+
+
+@dataclass
+class Installation:
+    server: RunningServer
+    cli_env: dict[str, str]
+
+    def cli(self, *args: str) -> float:
+        """Run ``engram *args`` in a process of its own; when it returned (its revocation is committed by then)."""
+        done = subprocess.run([ENGRAM, *args], env=self.cli_env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return time.monotonic()
+
+
+@pytest.fixture(scope="module", params=["embedded", "redis"])
+def installation(
+    request: pytest.FixtureRequest, embedder: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Installation]:
+    tmp = tmp_path_factory.mktemp(f"revoke-cli-{request.param}")
+    if request.param == "embedded":
+        from app.migrate import upgrade_to_head
+
+        url = f"sqlite+aiosqlite:///{tmp / 'engram.db'}"
+        upgrade_to_head(url)
+        settings = _settings(tmp, url, stream_recheck_seconds=SLOW_RECHECK)
+    else:
+        pytest.importorskip("redis")
+        url = request.getfixturevalue("pg_database_url")
+        redis_url = request.getfixturevalue("redis_url")
+        settings = _settings(tmp, url, redis_url=redis_url, stream_recheck_seconds=SLOW_RECHECK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update(
+        ENGRAM_DATABASE_URL=url,
+        ENGRAM_DATA_DIR=str(tmp_path_factory.mktemp("cli")),
+        ENGRAM_SECRET_KEY=settings.secret_key or "",  # type: ignore[attr-defined]
+        MEM0_TELEMETRY="False",
+    )
+    if settings.redis_url:  # type: ignore[attr-defined]
+        env["ENGRAM_REDIS_URL"] = settings.redis_url  # type: ignore[attr-defined]
+    with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
+        yield Installation(server, env)
+
+
+def test_a_rest_sse_stream_ends_when_the_cli_revokes_its_key(installation: Installation) -> None:
+    server = installation.server
+    me = make_account(server)
+    doomed = add_key(server, me.user_id)
+    stream, unaffected = SseReader(server, doomed.key, "web"), SseReader(server, me.key, "web")
+    revoked = installation.cli("keys", "revoke", doomed.key_id)
+    assert stream.ended_within(revoked, WITHIN), stream.events
+    assert [kind for _, kind in stream.events][-1] == "revoked"
+    assert unaffected.ended_at is None
+
+
+@pytest.mark.anyio
+async def test_an_mcp_get_stream_ends_when_the_cli_revokes_its_key(installation: Installation) -> None:
+    server = installation.server
+    me = make_account(server)
+    doomed = add_key(server, me.user_id)
+    url = mcp_url(server, session_id(me.user_id, "cli", "doomed"))
+    headers = {"Authorization": f"Bearer {doomed.key}", "Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=SLOW_RECHECK)) as http:
+        opened = await http.post(url, json=initialize, headers=headers)
+        assert opened.status_code == 200, opened.text
+        session_headers = {
+            **headers,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session_headers)
+        ended = anyio.Event()
+        pushed_after: list[bytes] = []
+        revoked_at: list[float] = []
+
+        async def hold_get_stream() -> None:
+            async with http.stream("GET", url, headers=session_headers) as stream:
+                assert stream.status_code == 200
+                async for chunk in stream.aiter_bytes():
+                    if revoked_at and b"after the revocation" in chunk:
+                        pushed_after.append(chunk)
+            ended.set()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(hold_get_stream)
+            await anyio.sleep(0.3)  # the GET stream is open
+            revoked_at.append(await anyio.to_thread.run_sync(lambda: installation.cli("keys", "revoke", doomed.key_id)))
+            with server.client(me.key) as other:  # another agent's change, which push would carry on that stream
+                other.post("/v1/sessions/cli/changes", json={"agent": "x", "changes_summary": "after the revocation"})
+            with anyio.fail_after(WITHIN):
+                await ended.wait()
+    assert not pushed_after
+
+
+@pytest.mark.anyio
+async def test_a_listen_stream_ends_when_the_cli_revokes_its_key(installation: Installation) -> None:
+    server = installation.server
+    me = make_account(server)
+    listener = add_key(server, me.user_id)
+    async with agent_and_raw_listener(server, me.user_id, "idle", me.key, listener.key) as (_, frames):
+        with anyio.fail_after(WITHIN):
+            ack = await frames.receive()
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        await anyio.to_thread.run_sync(lambda: installation.cli("keys", "revoke", listener.key_id))
+        with anyio.fail_after(WITHIN):
+            last = await frames.receive()
+    assert last["id"] == "listen-raw" and "revoked" in last["error"]["message"], last
+
+
+class WaitingPull:
+    """A sync client's long poll (nothing new, so it waits up to 60 s), in a thread."""
+
+    def __init__(self, server: RunningServer, token: str) -> None:
+        self.answer: httpx.Response | None = None
+        self.ended = threading.Event()
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(timeout=30) as http:
+            first = http.get(f"{server.base_url}/sync/v1/pull", headers=headers)
+        assert first.status_code == 200, first.text
+        params = {"cursor": first.json()["cursor"], "wait": 60, "node": "n_laptop"}
+        self.thread = threading.Thread(
+            target=self._pull, args=(f"{server.base_url}/sync/v1/pull", params, headers), daemon=True
+        )
+        self.thread.start()
+        time.sleep(1.0)  # it is waiting
+
+    def _pull(self, url: str, params: dict[str, Any], headers: dict[str, str]) -> None:
+        with httpx.Client(timeout=120) as http:
+            self.answer = http.get(url, params=params, headers=headers)
+        self.ended.set()
+
+    def refused_within(self, started: float, seconds: float) -> httpx.Response:
+        assert self.ended.wait(seconds + 1) and time.monotonic() - started < seconds, "the pull went on waiting"
+        assert self.answer is not None and self.answer.status_code == 401, self.answer
+        assert "invalid_token" in self.answer.headers.get("www-authenticate", "")
+        return self.answer
+
+
+def test_a_waiting_sync_pull_is_refused_when_the_cli_revokes_its_client(installation: Installation) -> None:
+    server = installation.server
+    me = make_account(server)
+    client = make_sync_client(server, me.user_id)
+    pull = WaitingPull(server, sync_token(server, client).json()["access_token"])
+    revoked = installation.cli("oauth", "clients", "revoke", client["client_id"])
+    pull.refused_within(revoked, WITHIN)
+
+
+@pytest.fixture(scope="module")
+def unpolled(embedder: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installation]:
+    """Embedded, and hearing of the CLI's revocations only after 10 minutes: what a pull answers must not wait."""
+    from app.migrate import upgrade_to_head
+
+    tmp = tmp_path_factory.mktemp("revoke-unpolled")
+    url = f"sqlite+aiosqlite:///{tmp / 'engram.db'}"
+    upgrade_to_head(url)
+    settings = _settings(tmp, url, stream_recheck_seconds=SLOW_RECHECK, revocation_poll_seconds=SLOW_RECHECK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update(ENGRAM_DATABASE_URL=url, ENGRAM_DATA_DIR=str(tmp_path_factory.mktemp("cli")), MEM0_TELEMETRY="False")
+    with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
+        yield Installation(server, env)
+
+
+def test_a_memory_written_after_the_revocation_never_reaches_a_waiting_pull(unpolled: Installation) -> None:
+    """The audit's case: the write wakes the pull before the server heard of the revocation; it checks first."""
+    server = unpolled.server
+    me = make_account(server)
+    client = make_sync_client(server, me.user_id)
+    pull = WaitingPull(server, sync_token(server, client).json()["access_token"])
+    revoked = unpolled.cli("oauth", "clients", "revoke", client["client_id"])
+    with server.client(me.key) as http:
+        written = http.post("/v1/memories", json={"content": "written after the revocation"})
+    assert written.status_code == 201, written.text
+    answer = pull.refused_within(revoked, WITHIN)
+    assert "written after the revocation" not in answer.text
+
+
+def test_a_waiting_sync_pull_is_refused_at_once_when_revoked_in_process(unpolled: Installation) -> None:
+    """As the dashboard's Cut off does: announced in the server's own process, with no Redis and no poll to help."""
+    from app.oauth import machine_clients
+
+    server = unpolled.server
+    me = make_account(server)
+    client = make_sync_client(server, me.user_id)
+    pull = WaitingPull(server, sync_token(server, client).json()["access_token"])
+
+    async def revoke() -> None:
+        async with server.container.db.session() as session:
+            await machine_clients.revoke(session, client["client_id"])
+
+    server.run(revoke())
+    pull.refused_within(time.monotonic(), WITHIN)
