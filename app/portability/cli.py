@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
 # The formats ``engram import --from`` reads: each names the function that imports a file of it.
-ImportRunner = Callable[[argparse.Namespace, Settings], int]
+ImportRunner = Callable[[argparse.Namespace, "Settings"], int]
 
 
 def register(commands: Any, users: Any) -> None:
