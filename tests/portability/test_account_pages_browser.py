@@ -33,7 +33,7 @@ def test_download_my_data_then_delete_the_account_in_a_real_browser(
     page.goto("/account/delete")
     page.screenshot(path=str(tmp_path / "account-laptop.png"), full_page=True)
     with page.expect_download() as download_info:
-        page.get_by_role("link", name="Download my data").click()
+        page.get_by_role("main").get_by_role("link", name="Download my data").click()
     download = download_info.value
     assert download.suggested_filename.startswith("engram-u_") and download.suggested_filename.endswith(".jsonl")
     lines = [json.loads(line) for line in Path(download.path()).read_text().splitlines() if line]
