@@ -1,5 +1,5 @@
 """The ``engram`` command: serve, migrate, users, keys, oauth clients, sync (clients, link, status, once, unlink),
-reindex, projects, index, import.
+reindex, projects, index, export, import.
 
 Simple commands must start fast (tests/test_cli.py guards it): this module and the parser import only the standard
 library and small modules of ours. Each command imports what it needs (the database, the model, mem0, the stores,
@@ -355,9 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.projects.cli import register as register_projects
 
     register_projects(commands)
-    from app.mem0compat.importer import register as register_mem0_import
+    from app.portability.cli import register as register_portability
 
-    register_mem0_import(commands)
+    register_portability(commands, users)
     return parser
 
 

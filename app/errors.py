@@ -101,6 +101,14 @@ class Conflict(AppError):
     jsonrpc_code = -32009
 
 
+class AccountDeleted(AppError):
+    """The credential belonged to an account that was deleted: nothing will answer it again (stop, do not retry)."""
+
+    status_code = 410
+    code = "account_deleted"
+    jsonrpc_code = -32010
+
+
 class PayloadTooLarge(AppError):
     status_code = 413
     code = "payload_too_large"

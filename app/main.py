@@ -48,6 +48,7 @@ from app.observability.routes import metrics as metrics_route
 from app.openapi.params import refuse_null_words
 from app.openapi.swagger import docs_router, render_plugins
 from app.options_allow import bind_options_to_their_routes
+from app.portability.routes import PortabilityController
 from app.projects.documents import DocumentService
 from app.projects.routes import DocumentController
 from app.projects.runtime import projects_lifespan
@@ -236,6 +237,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             SyncController,
             TeamController,
             DocumentController,
+            PortabilityController,
             web_router,
             static_files,
             mcp.route,

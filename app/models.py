@@ -7,6 +7,7 @@ def load_all_models() -> None:
     import app.coordination.lives
     import app.memories.models
     import app.oauth.models
+    import app.portability.models
     import app.projects.models
     import app.sync.models
     import app.teams.models

@@ -115,6 +115,8 @@ class Settings(BaseSettings):
     secret_key: str | None = None
 
     max_body_bytes: int = 1_048_576
+    # POST /v1/import takes an export this large at most (413 beyond); the CLI's `engram import` has no limit.
+    import_max_bytes: int = Field(default=67_108_864, ge=1)
     max_memory_chars: int = 16_000
     max_batch_size: int = 100
     # Searches drop results scoring below this unless the request sets its own threshold (0 keeps everything).

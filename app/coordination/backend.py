@@ -77,6 +77,10 @@ class Coordination(Protocol):
         """Live events of the session from the moment the context is entered."""
         ...
 
+    async def erase_user(self, user_id: str) -> int:
+        """Drop all coordination state of every session of ``user_id`` (the account is deleted)."""
+        ...
+
     async def ping(self) -> None:
         """Raise ``CoordinationUnavailable`` unless the store answers."""
         ...

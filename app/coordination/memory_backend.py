@@ -269,6 +269,13 @@ class MemoryCoordination:
         finally:
             state.subscribers.discard(queue)
 
+    async def erase_user(self, user_id: str) -> int:
+        """Drop every session state of ``user_id`` (an account deleted); the number of sessions dropped."""
+        keys = [key for key in self._sessions if key.user_id == user_id]
+        for key in keys:
+            del self._sessions[key]
+        return len(keys)
+
     async def ping(self) -> None:
         """Always answers: the state is in this process."""
 

@@ -379,6 +379,22 @@ class RedisCoordination:
             with suppress(*_UNAVAILABLE):
                 await pubsub.aclose()
 
+    async def erase_user(self, user_id: str) -> int:
+        """Delete every key of ``user_id``'s sessions (claims, fences, presence, feeds, lives); the number deleted."""
+        # quote() leaves no glob character in the user part ('*', '?', '[' become %XX).
+        pattern = f"{self._prefix}{{{quote(user_id, safe='')}:*"
+        deleted = 0
+        async with self._guard():
+            batch: list[str] = []
+            async for name in self._client.scan_iter(match=pattern, count=500):
+                batch.append(name)
+                if len(batch) >= 500:
+                    deleted += await self._client.unlink(*batch)
+                    batch = []
+            if batch:
+                deleted += await self._client.unlink(*batch)
+        return deleted
+
     async def ping(self) -> None:
         """Raise ``CoordinationUnavailable`` unless Redis answers: the breaker's own probe, which also closes it."""
         if not await self._breaker.ping():

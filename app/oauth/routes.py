@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -22,6 +23,7 @@ from app.oauth.adapter import Reply, is_form
 from app.oauth.adapter import Request as OAuthRequest
 from app.oauth.device_pages import device_decision, device_page
 from app.oauth.service import AUTHORIZE_PARAMS, Consent, OAuthService
+from app.portability.erase import ACCOUNT_DELETED, basic_client_id, is_erased
 from app.web.address_limits import device_authorization_guard, registration_guard, token_guard
 from app.web.errors import error_page
 from app.web.pages import PAGE_HEADERS, form_data, render
@@ -176,6 +178,20 @@ def _token_limited(exc: RateLimited) -> Response[Any]:
     return Response(content=body, status_code=exc.status_code, headers=headers, media_type=MediaType.JSON)
 
 
+_REFUSED = ("invalid_grant", "invalid_client")
+
+
+async def _told_if_erased(request: Request[Any, Any, Any], container: Container, reply: Reply) -> Reply:
+    """A refresh token or machine client of a deleted account is refused saying so, so that its machine stops."""
+    form = _multi(await request.form()) if is_form(request.headers.get("content-type")) else {}
+    presented = [*form.get("refresh_token", []), *form.get("client_id", []), basic_client_id(request.headers)]
+    for credential in presented:
+        if credential and await is_erased(container.db, credential):
+            body = {**reply.body, "error_description": f"{ACCOUNT_DELETED}: the account was deleted on this server"}
+            return replace(reply, body=body)
+    return reply
+
+
 @post("/oauth/token")
 async def token(request: Request[Any, Any, Any], container: Container) -> Response[Any]:
     guard = token_guard(container.settings)
@@ -185,6 +201,8 @@ async def token(request: Request[Any, Any, Any], container: Container) -> Respon
         return _token_limited(exc)
     service, oauth_request = await _form_request(request, container, "/oauth/token")
     reply = await service.token(oauth_request)
+    if reply.status >= 400 and isinstance(reply.body, dict) and reply.body.get("error") in _REFUSED:
+        reply = await _told_if_erased(request, container, reply)
     # A device polling while its person decides is not failing (RFC 8628 section 3.5).
     if reply.status >= 400 and not (isinstance(reply.body, dict) and reply.body.get("error") in _STILL_WAITING):
         await guard.count(request, container)

@@ -11,6 +11,7 @@ from litestar import Litestar
 
 from app.container import Container
 from app.errors import AppError
+from app.portability import service as portability
 from app.projects.control import ControlServer
 from app.projects.watcher import ProjectWatcher
 
@@ -19,13 +20,17 @@ log = logging.getLogger(__name__)
 
 def handler_for(container: Container, watcher: ProjectWatcher | None) -> Any:
     async def handle(request: dict[str, Any]) -> dict[str, Any]:
-        """``index`` a project now (answering with its report), or ``reload`` the registered projects."""
+        """``index`` a project now (answering with its report), ``reload`` the registered projects, or
+        ``delete_account`` (app.portability) with this server's index and coordination."""
         try:
             op = request.get("op")
             if op == "index":
                 project = await container.projects.find(str(request.get("project", "")), request.get("user"))
                 report = await container.projects.reconcile(project)
                 return {"ok": True, "report": report.model_dump(mode="json")}
+            if op == "delete_account":  # `engram users delete` while this server holds the index
+                erased = await portability.delete(container, str(request.get("user", "")))
+                return {"ok": True, "erased": erased.as_json()}
             if op == "reload":
                 if watcher is not None:
                     await watcher.refresh()

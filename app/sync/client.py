@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from app.db import Database
 from app.sync import credentials, links, timeouts
-from app.sync.credentials import CredentialsRefused, Edge, EdgeUnreachable, SyncAuthError, Tokens
+from app.sync.credentials import AccountGone, CredentialsRefused, Edge, EdgeUnreachable, SyncAuthError, Tokens
 from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushOut, SentChange, encode_json
 
 log = logging.getLogger(__name__)
@@ -161,6 +161,8 @@ class EdgeSession:
         if response.status_code < 400:
             return response
         code, message = _error_message(response)
+        if response.status_code == 410 and code == AccountGone.code:
+            raise AccountGone(credentials.gone_message(self.edge.url))
         if response.status_code == 409 and code == "cursor_reset":
             raise CursorReset(message)
         if response.status_code >= 500 or (response.status_code == 429 and code != "quota_exceeded"):

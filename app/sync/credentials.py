@@ -65,6 +65,18 @@ class SyncAuthError(AppError):
     state: ClassVar[str] = "refused"
 
 
+class AccountGone(SyncAuthError):
+    """The edge deleted the account this link synced with (410 ``account_deleted``): final, never retried."""
+
+    status_code = 410
+    code = "account_deleted"
+    state = "account_deleted"
+
+
+# What a deleted account's credentials hear from the edge's token endpoint (error_description starts with it).
+ACCOUNT_DELETED = "account_deleted"
+
+
 class EdgeUnreachable(SyncAuthError, ServiceUnavailable):
     code = "edge_unreachable"
     state = "offline"
@@ -249,6 +261,8 @@ def _oauth_error(response: httpx.Response, what: str) -> SyncAuthError:
     error = str(body.get("error") or "unknown_error")
     description = body.get("error_description")
     message = f"{what}: {error}" + (f" ({description})" if isinstance(description, str) and description else "")
+    if isinstance(description, str) and description.startswith(ACCOUNT_DELETED):
+        return AccountGone(gone_message(edge_url=str(response.request.url)))
     if error in _REFUSING:
         return CredentialsRefused(message, oauth_error=error)
     return EdgeRefused(message, oauth_error=error)
@@ -404,3 +418,10 @@ async def revoke_tokens(http: httpx.AsyncClient, edge: Edge, client: NodeClient,
     if tokens.refresh_token is not None:
         await revoke(http, edge, client, tokens.refresh_token, "refresh_token")
     await revoke(http, edge, client, tokens.access_token, "access_token")
+
+
+def gone_message(edge_url: str) -> str:
+    return (
+        f"the account this machine synced with was deleted on the edge ({edge_url}); nothing more is sent or "
+        "pulled: remove the link (engram sync unlink) or link another account"
+    )

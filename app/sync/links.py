@@ -20,8 +20,10 @@ from app.sync.models import SyncLink
 from app.sync.outbox import PushPosition, pending
 
 OK, OFFLINE, UNAUTHORIZED, REFUSED = "ok", "offline", "unauthorized", "refused"
+# The edge deleted the account: the link stays stopped for good.
+ACCOUNT_DELETED = "account_deleted"
 # The state `engram sync status` shows is the worse of the push's and the pull's.
-_SEVERITY = {OK: 0, OFFLINE: 1, REFUSED: 2, UNAUTHORIZED: 3}
+_SEVERITY = {OK: 0, OFFLINE: 1, REFUSED: 2, UNAUTHORIZED: 3, ACCOUNT_DELETED: 4}
 REFRESH_LEASE = timedelta(seconds=30)
 
 

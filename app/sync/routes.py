@@ -12,13 +12,15 @@ from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 from pydantic import BaseModel
 
+from app.accounts.auth import presented_credential
 from app.accounts.principal import Principal
 from app.admission.http import STREAM, admit
 from app.container import Container, container_of
-from app.errors import Forbidden, ServiceUnavailable, Unauthorized
+from app.errors import AccountDeleted, Forbidden, ServiceUnavailable, Unauthorized
 from app.oauth import resources, scopes
 from app.observability.request_id import note_user
 from app.openapi import error_responses
+from app.portability.erase import is_erased
 from app.sync.edge import MAX_PULL_LIMIT, MAX_WAIT_SECONDS, EdgeSync
 from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushIn, PushOut, encode_json
 
@@ -45,7 +47,13 @@ async def sync_principal(request: Request[Any, Any, Any]) -> Principal:
         return cached
     container = container_of(request)
     resource = resources.sync_resource(container.settings.resolved_public_base_url)
-    principal = await container.authenticator.authenticate(request.headers, resource=resource)
+    try:
+        principal = await container.authenticator.authenticate(request.headers, resource=resource)
+    except Unauthorized:
+        credential = presented_credential(request.headers)
+        if credential and await is_erased(container.db, credential):
+            raise AccountDeleted("the account this machine synced with was deleted on this server") from None
+        raise
     challenge = container.authenticator.oauth.challenge(resource) if container.authenticator.oauth else {}
     if principal.via != "oauth":
         raise Unauthorized("sync needs an OAuth access token (scope sync), not an API key", headers=challenge)

@@ -29,7 +29,7 @@ from app.sync import links, timeouts
 from app.sync.apply import Applier
 from app.sync.changelog import ChangeFeed
 from app.sync.client import CursorReset, EdgeSession, PushRefused
-from app.sync.credentials import CredentialsRefused, EdgeUnreachable, SyncAuthError, discover
+from app.sync.credentials import AccountGone, CredentialsRefused, EdgeUnreachable, SyncAuthError, discover
 from app.sync.metrics import SyncMetrics
 from app.sync.models import SyncLink
 from app.sync.outbox import PushBatch, PushPosition, next_push, oldest_pending_at, pending
@@ -253,6 +253,10 @@ class LinkRunner:
                 await asyncio.sleep(backoff.next())
             except Conflict:  # a local write raced this batch on the same memory: try again
                 await asyncio.sleep(backoff.next())
+            except AccountGone as exc:
+                await self._failed(direction, links.ACCOUNT_DELETED, exc.message)
+                log.warning("link %s to %s: %s", self.link_id, self.edge_url, exc.message)
+                raise Stopped(exc.message) from exc
             except CredentialsRefused as exc:
                 reason = links.relink_hint(self.edge_url, self.local_user, exc.message)
                 await self._failed(direction, links.UNAUTHORIZED, reason)

@@ -17,7 +17,18 @@ from litestar.types import PathType
 from app.accounts.models import User
 from app.container import Container
 from app.sync import web as sync_web
-from app.web import address_limits, dashboard, live, machines, memories, memory_page, routes, session_admin, usage
+from app.web import (
+    account_data,
+    address_limits,
+    dashboard,
+    live,
+    machines,
+    memories,
+    memory_page,
+    routes,
+    session_admin,
+    usage,
+)
 from app.web.errors import WEB_EXCEPTION_HANDLERS, LoginRequired
 from app.web.ratelimit import create_rate_limiter
 from app.web.session import current_user
@@ -67,6 +78,9 @@ web_router = Router(
         session_admin.reindex,
         session_admin.archive,
         session_admin.delete_session,
+        account_data.export_download,
+        account_data.delete_page,
+        account_data.delete_account,
     ],
     dependencies={"user": Provide(provide_web_user)},
     exception_handlers=WEB_EXCEPTION_HANDLERS,

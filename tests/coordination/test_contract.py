@@ -419,3 +419,19 @@ async def test_other_validation(coord: Coordination, key: SessionKey) -> None:
     with pytest.raises(ValidationFailed, match="agent"):
         await coord.touch(key, "")
     await coord.ping()
+
+
+async def test_erase_user_drops_every_session_of_that_user_and_no_one_elses(
+    coord: Coordination, key: SessionKey
+) -> None:
+    second = other_key(key, session="another")
+    stranger = other_key(key, user_id=f"u_{uuid.uuid4().hex[:10]}")
+    for k in (key, second, stranger):
+        await coord.claim(k, "alice", ["a.py"])
+        await coord.broadcast(k, "alice", ["a.py"], "edited")
+    assert await coord.erase_user(key.user_id) > 0
+    for k in (key, second):
+        assert await coord.claims(k) == [] and await coord.presence(k) == []
+        assert (await coord.changes(k)).changes == []
+    assert [c.path for c in await coord.claims(stranger)] == ["a.py"]
+    assert len((await coord.changes(stranger)).changes) == 1
