@@ -31,7 +31,7 @@ from app.db import Database
 from app.health import healthz, readyz
 from app.housekeeping import sweep_forever
 from app.http_errors import EXCEPTION_HANDLERS
-from app.json_body import JsonRequest
+from app.json_request import JsonRequest
 from app.mcp import McpEndpoint
 from app.mcp.endpoint import MOUNT as MCP_MOUNT
 from app.mem0compat.paths import Mem0Paths

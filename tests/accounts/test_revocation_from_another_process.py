@@ -125,6 +125,9 @@ async def test_an_mcp_get_stream_ends_when_the_cli_revokes_its_key(installation:
             tasks.start_soon(hold_get_stream)
             await anyio.sleep(0.3)  # the GET stream is open
             revoked_at.append(await anyio.to_thread.run_sync(lambda: installation.cli("keys", "revoke", doomed.key_id)))
+            # The promise is that the revocation reaches the stream within a second (the database is polled every
+            # 0.5 s): a change made two seconds later must never be pushed on it.
+            await anyio.sleep(2.0)
             with server.client(me.key) as other:  # another agent's change, which push would carry on that stream
                 other.post("/v1/sessions/cli/changes", json={"agent": "x", "changes_summary": "after the revocation"})
             with anyio.fail_after(WITHIN):

@@ -6,6 +6,7 @@ Qdrant server here (same client API). Both run in a temporary directory.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -250,7 +251,10 @@ async def test_upsert_keeps_given_ids(engine: MemoryEngine) -> None:
     assert await engine.ids(user_id="u_1") == {r.id for r in records}
     hits = await search(engine, "pet cat", visibilities=["user", "s:web"], tags=["imported"])
     assert hits[0] == records[1].id
-    assert await engine.get(user_id="u_1", memory_id=records[0].id) == records[0]
+    # The index says when it was last written: a memory upserted as it is was last written when it was created.
+    assert await engine.get(user_id="u_1", memory_id=records[0].id) == dataclasses.replace(
+        records[0], updated_at=records[0].created_at
+    )
     # Upserting again replaces, not duplicates.
     await engine.upsert(records)
     assert await engine.count() == 3

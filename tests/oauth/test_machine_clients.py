@@ -56,7 +56,7 @@ def test_the_owner_lists_and_revokes_machine_clients_on_the_dashboard(api: Runni
     with api.client(token) as rest:
         assert rest.get("/v1/memories").status_code == 200
 
-        page = user.get("/dashboard").text
+        page = user.get("/dashboard/sync").text  # machine clients are listed on the sync page
         rows = dict(re.findall(r'<tr class="(?:active|revoked)" data-client-id="([^"]+)">(.*?)</tr>', page, re.S))
         assert client["client_id"] in rows
         assert "nightly backup" in rows[client["client_id"]] and "scripts" in rows[client["client_id"]]
@@ -64,15 +64,15 @@ def test_the_owner_lists_and_revokes_machine_clients_on_the_dashboard(api: Runni
         action = f"/dashboard/clients/{client['client_id']}/revoke"
         assert user.post(action, {"_csrf": "forged"}).status_code == 403
         stranger = Browser(api).signup()
-        assert stranger.submit("/dashboard", action).status_code == 404
+        assert stranger.submit("/dashboard/sync", action).status_code == 404
         assert rest.get("/v1/memories").status_code == 200
 
-        assert user.submit("/dashboard", action).status_code == 303
+        assert user.submit("/dashboard/sync", action).status_code == 303
         cut_off = rest.get("/v1/memories")
     assert cut_off.status_code == 401
     again = _machine_token(api, client)
     assert again.status_code == 401 and again.json()["error"] == "invalid_client"
-    assert f'<tr class="revoked" data-client-id="{client["client_id"]}">' in user.get("/dashboard").text
+    assert f'<tr class="revoked" data-client-id="{client["client_id"]}">' in user.get("/dashboard/sync").text
 
 
 def test_the_cli_lists_and_revokes_machine_clients(api: RunningServer, tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def test_editing_goes_through_the_memory_rules_and_shows_in_the_history(browser:
 
         # Narrowing is refused by the service's rule, named next to the field; nothing changes.
         refused = me.submit(url, url + "/edit", content=stored["content"], tags="a, b", scope="session")
-        assert refused.status_code == 422
+        assert refused.status_code == 409  # the memory's state refuses it, as over the API
         assert "scope user -> session is refused (narrowing)" in (field_error(refused.text, "scope") or "")
         blank = me.submit(url, url + "/edit", content="   ", tags="a, b", scope="user")
         assert blank.status_code == 422 and "content" in (
