@@ -202,7 +202,8 @@ def test_random_reads_with_bound_keys_never_reach_another_agents_private_memorie
             )  # fmt: skip
             mine = asked.get("session", session) == session and asked.get("agent", agent) == agent
             memory = rng.choice(written)
-            route = rng.choice(["list", "search", "get", "history", "patch", "delete", "mem0", "export", "topics"])
+            routes = ["list", "search", "get", "history", "patch", "delete", "mem0", "export", "topics", "session"]
+            route = rng.choice(routes)
             if route == "list":
                 response = http.get("/v1/memories", params={**asked, "limit": 200})
                 if not mine:
@@ -259,6 +260,17 @@ def test_random_reads_with_bound_keys_never_reach_another_agents_private_memorie
                     assert added.status_code == 200, added.text
                     for result in added.json()["results"]:
                         written.append(Written(result["id"], owner.user_id, "user", False, session, agent, role))
+            elif route == "session":  # the session routes name the session in the path, the agent in the query
+                path_session, query_agent = asked.get("session", session), asked.get("agent", agent)
+                what = rng.choice(["inbox", "status", "changes"])
+                response = http.get(
+                    f"/v1/sessions/{path_session}/{what}", params={"agent": query_agent, "mark_read": "false"}
+                )
+                if not mine:
+                    _forbidden_by_binding(response, session, agent)
+                    refused += 1
+                    continue
+                assert response.status_code == 200, response.text
             elif route == "export":  # every agent's private memories: never for a bound key
                 _forbidden_by_binding(http.get("/v1/export"), session, agent)
             else:
