@@ -262,10 +262,11 @@ def test_random_reads_with_bound_keys_never_reach_another_agents_private_memorie
                         written.append(Written(result["id"], owner.user_id, "user", False, session, agent, role))
             elif route == "session":  # the session routes name the session in the path, the agent in the query
                 path_session, query_agent = asked.get("session", session), asked.get("agent", agent)
-                what = rng.choice(["inbox", "status", "changes"])
-                response = http.get(
-                    f"/v1/sessions/{path_session}/{what}", params={"agent": query_agent, "mark_read": "false"}
-                )
+                what = rng.choice(["inbox", "status", "changes", "agents", "tasks", "messages", "documents"])
+                params = {"agent": query_agent, "mark_read": "false"}
+                if what in ("agents", "tasks", "messages", "documents"):  # the whole session's, naming no agent
+                    params, mine = {}, path_session == session
+                response = http.get(f"/v1/sessions/{path_session}/{what}", params=params)
                 if not mine:
                     _forbidden_by_binding(response, session, agent)
                     refused += 1
