@@ -165,7 +165,15 @@ def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
     async def work(db: Any) -> int:
         secret = await resolve_secret_key(db, settings.secret_key, settings.ensure_data_dir())
         async with db.session() as session:
-            created = await service.create_key(session, secret, args.user_id, name=args.name, scope=args.scope)
+            created = await service.create_key(
+                session,
+                secret,
+                args.user_id,
+                name=args.name,
+                scope=args.scope,
+                bound_session=args.session,
+                bound_agent=args.agent,
+            )
         print(created.plaintext)
         print(f"key id {created.key.id}: shown once, store it now", file=sys.stderr)
         return 0
@@ -195,10 +203,13 @@ def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
                 "created_at": iso(key.created_at),
                 "last_used_at": iso(key.last_used_at),
                 "revoked_at": iso(key.revoked_at),
+                "session": key.session,
+                "agent": key.agent,
             }
             for key in keys
         ]
-        print_rows(rows, args.format, ("id", "name", "scope", "prefix", "status", "created_at", "last_used_at"))
+        columns = ("id", "name", "scope", "prefix", "status", "session", "agent", "created_at", "last_used_at")
+        print_rows(rows, args.format, columns)
         return 0
 
     return _run_with_db(settings, work)
@@ -314,6 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     create_key.add_argument("user_id")
     create_key.add_argument("--name", default="default", help="what the key is for, shown in lists")
     create_key.add_argument("--scope", choices=["read", "write"], default="write", help="what the key may do")
+    create_key.add_argument(
+        "--session", default=None, help="bind the key to this session (with --agent): it acts only as that agent"
+    )
+    create_key.add_argument("--agent", default=None, help="bind the key to this agent (with --session)")
     create_key.set_defaults(run=_keys_create)
     list_keys = keys.add_parser(
         "list", help="a user's keys: id, name, scope, prefix, status, created_at, last_used_at, revoked_at"

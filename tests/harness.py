@@ -115,15 +115,29 @@ def make_account(server: RunningServer, *, scope: str = "write", email: str | No
     return result
 
 
-def add_key(server: RunningServer, user_id: str, *, scope: str = "write") -> Account:
+def add_key(
+    server: RunningServer,
+    user_id: str,
+    *,
+    scope: str = "write",
+    session: str | None = None,
+    agent: str | None = None,
+) -> Account:
+    """Another key of the user; with ``session`` and ``agent``, one bound to that agent (``keys create --session``)."""
     from app.accounts import service
 
     container = server.container
 
     async def create() -> Account:
-        async with container.db.session() as session:
+        async with container.db.session() as db_session:
             created = await service.create_key(
-                session, container.authenticator.secret, user_id, name="extra", scope=scope
+                db_session,
+                container.authenticator.secret,
+                user_id,
+                name="extra",
+                scope=scope,
+                bound_session=session,
+                bound_agent=agent,
             )
         return Account(user_id, created.plaintext, created.key.id)
 

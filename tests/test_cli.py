@@ -101,6 +101,16 @@ def _exercise(env: dict[str, str]) -> None:
     (laptop,) = [row for row in _json_lines(_run(env, "keys", "list", user_id).stdout) if row["name"] == "laptop"]
     assert laptop["status"] == "revoked" and laptop["revoked_at"] is not None
 
+    bound = _run(env, "keys", "create", user_id, "--name", "coder", "--session", "alpha", "--agent", "coder")
+    assert bound.returncode == 0, bound.stderr
+    (coder,) = [row for row in _json_lines(_run(env, "keys", "list", user_id).stdout) if row["name"] == "coder"]
+    assert (coder["session"], coder["agent"], laptop["session"], laptop["agent"]) == ("alpha", "coder", None, None)
+    # Both or neither, each named as in a session URL.
+    half = _run(env, "keys", "create", user_id, "--session", "alpha")
+    assert half.returncode == 1 and "needs both session and agent; agent is missing" in half.stderr
+    bad = _run(env, "keys", "create", user_id, "--session", "alpha", "--agent", "a__b")
+    assert bad.returncode == 1 and "agent name 'a__b' must not contain '__'" in bad.stderr
+
     assert _run(env, "keys", "create", "u_nobody").returncode == 1
     assert _run(env, "keys", "revoke", "key_nobody").returncode == 1
     assert _run(env, "keys", "create", user_id, "--scope", "admin").returncode == 2
@@ -418,7 +428,8 @@ def test_every_list_command_prints_json_lines_or_a_table(tmp_path: Path) -> None
         assert header == header.upper() and header.split()[0] in {"ID", "CLIENT_ID", "NAME"}, header
         assert len(lines) == len(rows), as_table.stdout
     table = _run(env, "keys", "list", user, "--format", "table").stdout.splitlines()
-    assert table[0].split() == ["ID", "NAME", "SCOPE", "PREFIX", "STATUS", "CREATED_AT", "LAST_USED_AT"]
+    header = ["ID", "NAME", "SCOPE", "PREFIX", "STATUS", "SESSION", "AGENT", "CREATED_AT", "LAST_USED_AT"]
+    assert table[0].split() == header
     assert "my laptop" in table[1] and table[1].rstrip().endswith("-")  # never used
     assert table[1].index("my laptop") == table[0].index("NAME")  # aligned
 

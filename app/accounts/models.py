@@ -31,6 +31,9 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+    # A key bound to one session and agent acts only as that agent: both set, or neither (an unbound key).
+    session: Mapped[str | None] = mapped_column(String(64), default=None)
+    agent: Mapped[str | None] = mapped_column(String(64), default=None)
 
 
 class CredentialRevocation(Base):

@@ -32,7 +32,14 @@ async def key_by_lookup(session: AsyncSession, lookup: str) -> ApiKey | None:
 
 _keys = ApiKey.__table__.c
 _KEY_BY_LOOKUP = select(
-    _keys.id, _keys.user_id, _keys.scope, _keys.key_hash, _keys.revoked_at, _keys.last_used_at
+    _keys.id,
+    _keys.user_id,
+    _keys.scope,
+    _keys.key_hash,
+    _keys.revoked_at,
+    _keys.last_used_at,
+    _keys.session,
+    _keys.agent,
 ).where(_keys.lookup == bindparam("lookup"))
 
 
@@ -43,6 +50,8 @@ class KeyRow(NamedTuple):
     key_hash: str
     revoked_at: datetime | None
     last_used_at: datetime | None
+    session: str | None
+    agent: str | None
 
 
 async def key_row_by_lookup(db: Database, lookup: str) -> KeyRow | None:

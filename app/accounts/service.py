@@ -14,7 +14,8 @@ from app.accounts.models import ApiKey, User
 from app.accounts.principal import KEY_SCOPES, Principal, scopes_for
 from app.accounts.revocations import note_revoked
 from app.db import Database, utcnow
-from app.errors import Conflict, NotFound, Unauthorized, ValidationFailed
+from app.errors import Conflict, InvalidIdentity, NotFound, Unauthorized, ValidationFailed
+from app.identity import validate_name
 
 # Writing last_used_at on every request would turn every read into a write; a minute's precision is plenty.
 LAST_USED_PRECISION = timedelta(seconds=60)
@@ -61,11 +62,20 @@ async def require_user(session: AsyncSession, user_id: str) -> User:
 
 
 async def create_key(
-    session: AsyncSession, secret: bytes, user_id: str, *, name: str = "default", scope: str = "write"
+    session: AsyncSession,
+    secret: bytes,
+    user_id: str,
+    *,
+    name: str = "default",
+    scope: str = "write",
+    bound_session: str | None = None,
+    bound_agent: str | None = None,
 ) -> CreatedKey:
-    """Create an API key. The plaintext is returned here and never again."""
+    """Create an API key, bound to one session and agent when both are given. The plaintext is returned here and
+    never again."""
     if scope not in KEY_SCOPES:
         raise ValidationFailed(f"scope must be one of {', '.join(KEY_SCOPES)}", field="scope")
+    bound_session, bound_agent = _binding(bound_session, bound_agent)
     name = name.strip()
     if not name or len(name) > 100:
         raise ValidationFailed("name must be 1-100 characters", field="name")
@@ -78,10 +88,29 @@ async def create_key(
         scope=scope,
         lookup=new.lookup,
         key_hash=keys.hash_key(secret, new.plaintext),
+        session=bound_session,
+        agent=bound_agent,
     )
     session.add(key)
     await session.flush()
     return CreatedKey(key=key, plaintext=new.plaintext)
+
+
+def _binding(session: str | None, agent: str | None) -> tuple[str | None, str | None]:
+    """Both or neither, each named by the rules of a session URL's parts."""
+    if (session is None) != (agent is None):
+        missing = "agent" if agent is None else "session"
+        raise ValidationFailed(f"a bound key needs both session and agent; {missing} is missing", field=missing)
+    if session is None or agent is None:
+        return None, None
+    return _name(session, "session"), _name(agent, "agent")
+
+
+def _name(value: str, part: str) -> str:
+    try:
+        return validate_name(value, part)
+    except InvalidIdentity as exc:
+        raise ValidationFailed(exc.message, field=part) from None
 
 
 async def list_keys(session: AsyncSession, user_id: str) -> Sequence[ApiKey]:
@@ -116,4 +145,11 @@ async def authenticate_key(db: Database, secret: bytes, presented: str) -> Princ
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_PRECISION:
         async with db.engine.begin() as conn:
             await repository.touch_key_on(conn, row.id, now)
-    return Principal(user_id=row.user_id, scopes=scopes_for(row.scope), key_id=row.id, via="api_key")
+    return Principal(
+        user_id=row.user_id,
+        scopes=scopes_for(row.scope),
+        key_id=row.id,
+        via="api_key",
+        session=row.session,
+        agent=row.agent,
+    )

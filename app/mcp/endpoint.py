@@ -207,6 +207,7 @@ async def _mark_present(container: Container, caller: Caller, *, tool_call: bool
 def _check_owner(principal: Principal, identity: Identity) -> None:
     if principal.user_id != identity.user_id:
         raise Forbidden(f"this API key belongs to another user, not to {identity.user_id!r} named in the URL")
+    principal.require_identity(identity)
 
 
 def _owner(caller: Caller) -> Owner:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from app.accounts.principal import Principal
 from app.errors import Conflict, ValidationFailed
 from app.identity import Identity, validate_name
 
@@ -33,12 +34,14 @@ _WIDER: dict[Scope, frozenset[Scope]] = {
 }
 
 
-def viewer(user_id: str, session: str | None, agent: str | None) -> Identity:
-    """The identity a request reads and writes as; an agent needs a session."""
+def viewer(principal: Principal, session: str | None, agent: str | None) -> Identity:
+    """The identity a request reads and writes as; an agent needs a session. A credential bound to one session and
+    agent acts as that agent whatever the request names (Principal.act_as refuses any other)."""
+    session, agent = principal.act_as(session, agent)
     if agent is not None and session is None:
         raise ValidationFailed("agent needs a session: pass session as well", field="agent")
     return Identity(
-        user_id,
+        principal.user_id,
         validate_name(session, "session") if session is not None else None,
         validate_name(agent, "agent") if agent is not None else None,
     )

@@ -161,10 +161,11 @@ def resolve_identity(
     """A session URL fixes the identity; a plain caller may name a session and agent per request. An agent outside
     any session (Mem0's agent_id without a run_id) is only ever given by the Mem0 routes, never by a caller."""
     if identity is not None and (identity.is_session or identity.agent is not None):
+        principal.require_identity(identity)
         if (session is not None and session != identity.session) or (agent is not None and agent != identity.agent):
             raise ValidationFailed("this endpoint is bound to one session and agent; do not name another")
         return identity
-    return viewer(principal.user_id, session, agent)
+    return viewer(principal, session, agent)
 
 
 class MemoryService:

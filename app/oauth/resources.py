@@ -28,6 +28,9 @@ class Resource:
     user_id: str | None
     # The sync resource: only tokens with the sync scope, from the device or client credentials grants.
     sync: bool = False
+    # An MCP session URL's session and agent: a token for it is bound to that agent (Principal.session, .agent).
+    session: str | None = None
+    agent: str | None = None
 
 
 def api_resource(base: str) -> str:
@@ -63,7 +66,8 @@ def parse(base: str, url: str) -> Resource | None:
         identity = parse_identity(segments[1])
     except InvalidIdentity:
         return None
-    return Resource(mcp_resource(base, segments[0], segments[1]), identity.user_id)
+    url = mcp_resource(base, segments[0], segments[1])
+    return Resource(url, identity.user_id, session=identity.session, agent=identity.agent)
 
 
 def allowed_for(base: str, url: str, user_id: str) -> Resource | None:

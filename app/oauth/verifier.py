@@ -65,5 +65,13 @@ class OAuthTokenVerifier:
             else:
                 description = f"the access token has neither {scopes.MEMORIES_READ} nor {scopes.MEMORIES_WRITE}"
             raise Forbidden(description, headers=self.challenge(resource, "insufficient_scope", description))
-        # The grant (token family) stays the same across refreshes, so MCP sessions bound to it survive them.
-        return Principal(row.user_id, granted, key_id=row.family_id, via="oauth")
+        # The grant (token family) stays the same across refreshes, so MCP sessions bound to it survive them. A token
+        # for a session URL carries that session and agent, as a bound key does: the same rules then hold it there.
+        return Principal(
+            row.user_id,
+            granted,
+            key_id=row.family_id,
+            via="oauth",
+            session=requested.session,
+            agent=requested.agent,
+        )

@@ -58,6 +58,8 @@ class PortabilityController(Controller):
         ] = None,
         vectors: Annotated[bool, Parameter(description="Add each memory's dense vector (with the model id)")] = False,
     ) -> Stream:
+        # An export holds every agent's private memories: more than any one agent may read.
+        principal.require_unbound("an export")
         if session is not None:
             validate_name(session, "session")
         lines = service.export(container, principal.user_id, session=session, vectors=vectors)
@@ -81,6 +83,7 @@ class PortabilityController(Controller):
         self, request: Request[Any, Any, Any], principal: Principal, container: Container
     ) -> ImportSummary:
         principal.require_write()
+        principal.require_unbound("an import")
         limit = container.settings.import_max_bytes
         body = bytearray()
         async for chunk in request.stream():

@@ -58,7 +58,7 @@ class DocumentController(Controller):
     async def index(
         self, session: SessionPath, data: dict[str, Any] | list[Any], principal: Principal, container: Container
     ) -> IndexReport:
-        identity = viewer(principal.user_id, session, None)
+        identity = viewer(principal, session, None)
         return await container.documents.put(principal, identity, _parse(data), origin="upload")
 
     @delete(
@@ -88,11 +88,11 @@ class DocumentController(Controller):
             ),
         ],
     ) -> IndexReport:
-        return await container.documents.remove(principal, viewer(principal.user_id, session, None), paths)
+        return await container.documents.remove(principal, viewer(principal, session, None), paths)
 
     @get(
         summary="The indexed files of the session, with their content hashes and chunk counts",
         responses=error_responses(),
     )
     async def listing(self, session: SessionPath, principal: Principal, container: Container) -> DocumentList:
-        return await container.documents.list(principal, viewer(principal.user_id, session, None))
+        return await container.documents.list(principal, viewer(principal, session, None))

@@ -81,7 +81,7 @@ class SessionController(Controller):
     async def claim(
         self, session: SessionPath, data: ClaimIn, principal: Principal, container: Container
     ) -> ClaimFilesResult:
-        identity = viewer(principal.user_id, session, data.agent)
+        identity = viewer(principal, session, data.agent)
         return await container.sessions.claim_files(
             principal, identity, data.file_paths, data.operation, data.duration_minutes
         )
@@ -96,7 +96,7 @@ class SessionController(Controller):
         self, session: SessionPath, data: ReleaseIn, principal: Principal, container: Container
     ) -> ReleaseFilesResult:
         return await container.sessions.release_files(
-            principal, viewer(principal.user_id, session, data.agent), data.file_paths
+            principal, viewer(principal, session, data.agent), data.file_paths
         )
 
     @post(
@@ -108,7 +108,7 @@ class SessionController(Controller):
     async def broadcast(
         self, session: SessionPath, data: BroadcastIn, principal: Principal, container: Container
     ) -> ChangeOut:
-        identity = viewer(principal.user_id, session, data.agent)
+        identity = viewer(principal, session, data.agent)
         return await container.sessions.broadcast_change(principal, identity, data.file_paths, data.changes_summary)
 
     @get("/changes", summary="The other agents' changes since a cursor", responses=error_responses(503))
@@ -124,7 +124,7 @@ class SessionController(Controller):
         minutes: Annotated[int, Parameter(ge=1, le=MAX_SYNC_MINUTES)] = 30,
         include_own: bool = False,
     ) -> SyncResult:
-        identity = viewer(principal.user_id, session, agent)
+        identity = viewer(principal, session, agent)
         return await container.sessions.sync_changes(principal, identity, since, minutes, include_own)
 
     @get(
@@ -141,7 +141,7 @@ class SessionController(Controller):
         container: Container,
         agent: Annotated[str | None, name_parameter("agent", "The agent reading, if any")] = None,
     ) -> SessionStatus:
-        return await container.sessions.status(principal, viewer(principal.user_id, session, agent))
+        return await container.sessions.status(principal, viewer(principal, session, agent))
 
     @get(
         "/events",
@@ -174,7 +174,7 @@ class SessionController(Controller):
             str | None, Parameter(header="Last-Event-ID", required=False, schema_extra=CURSOR_SCHEMA)
         ] = None,
     ) -> ServerSentEvent:
-        identity = viewer(principal.user_id, session, agent)
+        identity = viewer(principal, session, agent)
         return await event_stream(
             container.sessions.events(identity),
             session,

@@ -50,7 +50,7 @@ class TeamController(Controller):
         responses=error_responses(503),
     )
     async def agents(self, session: Session, principal: Principal, container: Container) -> AgentsOut:
-        return await container.teams.agents.agents(principal, viewer(principal.user_id, session, None))
+        return await container.teams.agents.agents(principal, viewer(principal, session, None))
 
     @post(
         "/agents",
@@ -61,7 +61,7 @@ class TeamController(Controller):
     async def join(
         self, session: Session, agent: Agent, data: JoinIn, principal: Principal, container: Container
     ) -> AgentOut:
-        return await container.teams.agents.join(principal, viewer(principal.user_id, session, agent), data)
+        return await container.teams.agents.join(principal, viewer(principal, session, agent), data)
 
     @delete(
         "/agents",
@@ -70,7 +70,7 @@ class TeamController(Controller):
         responses=error_responses(403, 404, 503),
     )
     async def leave(self, session: Session, agent: Agent, principal: Principal, container: Container) -> LeaveOut:
-        return await container.teams.agents.leave(principal, viewer(principal.user_id, session, agent))
+        return await container.teams.agents.leave(principal, viewer(principal, session, agent))
 
     @post(
         "/messages",
@@ -81,7 +81,7 @@ class TeamController(Controller):
     async def send(
         self, session: Session, agent: Agent, data: MessageIn, principal: Principal, container: Container
     ) -> MessageOut:
-        return await container.teams.messages.send(principal, viewer(principal.user_id, session, agent), data)
+        return await container.teams.messages.send(principal, viewer(principal, session, agent), data)
 
     @get("/messages", summary="Every message of the session, oldest first (the log)", responses=error_responses(503))
     async def log(
@@ -94,7 +94,7 @@ class TeamController(Controller):
         ] = None,
         limit: Annotated[int, Parameter(ge=1, le=500)] = 100,
     ) -> MessageLog:
-        identity = viewer(principal.user_id, session, None)
+        identity = viewer(principal, session, None)
         return await container.teams.messages.log(principal, identity, after=after, limit=limit)
 
     @get(
@@ -112,7 +112,7 @@ class TeamController(Controller):
     ) -> InboxOut:
         return await container.teams.messages.inbox(
             principal,
-            viewer(principal.user_id, session, agent),
+            viewer(principal, session, agent),
             unread_only=unread_only,
             mark_read=mark_read,
             limit=limit,
@@ -126,7 +126,7 @@ class TeamController(Controller):
     async def tasks(
         self, session: Session, principal: Principal, container: Container, status: TaskStatus | None = None
     ) -> TaskList:
-        return await container.teams.tasks.list(principal, viewer(principal.user_id, session, None), status)
+        return await container.teams.tasks.list(principal, viewer(principal, session, None), status)
 
     @post(
         "/tasks",
@@ -137,7 +137,7 @@ class TeamController(Controller):
     async def create_tasks(
         self, session: Session, agent: Agent, data: TasksIn, principal: Principal, container: Container
     ) -> TaskList:
-        return await container.teams.tasks.create(principal, viewer(principal.user_id, session, agent), data.tasks)
+        return await container.teams.tasks.create(principal, viewer(principal, session, agent), data.tasks)
 
     @post(
         "/tasks/{task_id:str}/claim",
@@ -148,7 +148,7 @@ class TeamController(Controller):
     async def claim(
         self, session: Session, task_id: str, agent: Agent, principal: Principal, container: Container
     ) -> TaskOut:
-        return await container.teams.tasks.claim(principal, viewer(principal.user_id, session, agent), task_id)
+        return await container.teams.tasks.claim(principal, viewer(principal, session, agent), task_id)
 
     @post(
         "/tasks/{task_id:str}/complete",
@@ -159,7 +159,7 @@ class TeamController(Controller):
     async def complete(
         self, session: Session, task_id: str, agent: Agent, data: CompleteIn, principal: Principal, container: Container
     ) -> TaskCompleted:
-        identity = viewer(principal.user_id, session, agent)
+        identity = viewer(principal, session, agent)
         return await container.teams.tasks.complete(principal, identity, task_id, data)
 
     @post(
@@ -171,4 +171,4 @@ class TeamController(Controller):
     async def release(
         self, session: Session, task_id: str, agent: Agent, principal: Principal, container: Container
     ) -> TaskOut:
-        return await container.teams.tasks.release(principal, viewer(principal.user_id, session, agent), task_id)
+        return await container.teams.tasks.release(principal, viewer(principal, session, agent), task_id)

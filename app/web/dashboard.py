@@ -37,6 +37,8 @@ class KeyRow:
     created_at: datetime
     last_used_at: datetime | None
     revoked: bool
+    # "SESSION / AGENT" for a key bound to one agent.
+    bound_to: str | None = None
 
 
 def _row(key: ApiKey) -> KeyRow:
@@ -48,6 +50,7 @@ def _row(key: ApiKey) -> KeyRow:
         created_at=key.created_at,
         last_used_at=key.last_used_at,
         revoked=key.revoked_at is not None,
+        bound_to=f"{key.session} / {key.agent}" if key.session is not None else None,
     )
 
 
@@ -137,13 +140,22 @@ async def create_key(request: Request[Any, Any, Any], user: User, container: Con
     # The install panel's names ride along so the new key lands in its commands; a bad one must not fail the key.
     session = _name_or(data.get("session", ""), "session", DEFAULT_SESSION)
     agent = _name_or(data.get("agent", ""), "agent", DEFAULT_AGENT)
+    # Bound to the install panel's session and agent as given, so that a bad name is an error, not a default.
+    bind = data.get("bind") == "on"
     try:
         async with container.db.session() as db_session:
             created = await accounts.create_key(
-                db_session, container.authenticator.secret, user.id, name=name, scope=scope
+                db_session,
+                container.authenticator.secret,
+                user.id,
+                name=name,
+                scope=scope,
+                bound_session=data.get("session", "").strip() if bind else None,
+                bound_agent=data.get("agent", "").strip() if bind else None,
             )
     except AppError as exc:
         field = str(exc.extra.get("field") or "name")
+        field = "bind" if field in ("session", "agent") else field
         return await _page(
             request,
             container,
@@ -152,7 +164,7 @@ async def create_key(request: Request[Any, Any, Any], user: User, container: Con
             session=session,
             agent=agent,
             key_errors={field: exc.message},
-            key_values={"name": name, "scope": scope},
+            key_values={"name": name, "scope": scope, "bind": "on" if bind else ""},
         )
     # A redirect, so that reloading the page does not create a second key. The plaintext rides to the next page in
     # the encrypted flash cookie and is never stored: no later page can show it again (the browser keeps it in the

@@ -10,6 +10,7 @@ from tests.harness import RunningServer, make_account, revoke_key
 from tests.oauth.conftest import (
     REDIRECT,
     approve,
+    authenticate,
     authorize_params,
     consent_form,
     exchange,
@@ -154,6 +155,23 @@ def test_a_token_works_only_on_the_resource_it_was_issued_for(
     with api.client(api_token) as rest:
         assert rest.get("/v1/memories").status_code == 200
     assert mcp_status(api, api_token, user.user_id).status_code == 401
+
+
+def test_a_token_for_a_session_url_is_bound_to_that_session_and_agent(
+    api: RunningServer, user: Browser, tokens_for: TokensFor
+) -> None:
+    assert user.user_id is not None
+    bound_id = f"{user.user_id}__session__alpha__coder"
+    token = tokens_for(user, resource=mcp_resource(api, bound_id))["access_token"]
+    assert mcp_status(api, token, bound_id).status_code == 200
+    # Its principal carries the binding, so the rules of bound keys (Principal.act_as, require_identity) hold it.
+    principal = authenticate(api, token, mcp_resource(api, bound_id))
+    assert (principal.user_id, principal.session, principal.agent) == (user.user_id, "alpha", "coder")
+    for elsewhere in (user.user_id, f"{user.user_id}__session__alpha__tester", f"{user.user_id}__session__beta__coder"):
+        refused = mcp_status(api, token, elsewhere)
+        assert refused.status_code == 401 and "not for this resource" in refused.headers["www-authenticate"]
+    plain = tokens_for(user)["access_token"]  # a token for the plain URL is not bound to any agent
+    assert authenticate(api, plain, mcp_resource(api, user.user_id)).session is None
 
 
 def test_expired_and_revoked_tokens_are_refused_with_a_reason(

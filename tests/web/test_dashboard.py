@@ -61,6 +61,27 @@ def test_a_key_with_a_bad_name_or_scope_shows_the_error_next_to_the_field(browse
     assert _key_rows(me.get("/dashboard").text) == []
 
 
+def test_a_key_bound_to_the_install_panels_agent_acts_only_as_that_agent(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    page = me.get("/dashboard?session=shop&agent=coder")
+    assert "Bind to session shop, agent coder" in page.text
+    fields = {"name": "coder", "scope": "write", "session": "shop", "agent": "coder"}
+    key = new_key_of(me.follow(me.submit("/dashboard", "/dashboard/keys", **fields, bind="on")))
+    unbound = new_key_of(me.follow(me.submit("/dashboard", "/dashboard/keys", **{**fields, "name": "all"})))
+    rows = _key_rows(me.get("/dashboard").text)
+    assert [">shop / coder<" in row for row in rows] == [True, False]
+    with me.api(key) as api, me.api(unbound) as other:
+        wrote = api.post("/v1/memories", json={"content": "mine alone", "visibility": "private"})
+        assert (wrote.status_code, wrote.json()["session"], wrote.json()["agent"]) == (201, "shop", "coder")
+        refused = api.get("/v1/memories", params={"session": "shop", "agent": "tester"})
+        assert refused.status_code == 403 and "bound to session 'shop' and agent 'coder'" in refused.text
+        assert other.get("/v1/memories", params={"session": "shop", "agent": "tester"}).status_code == 200
+    # A name a session URL could not carry is refused next to the checkbox, and no key is made.
+    bad = me.submit("/dashboard", "/dashboard/keys", **{**fields, "agent": "a__b"}, bind="on")
+    assert bad.status_code == 422 and "agent name 'a__b' must not contain '__'" in html_lib.unescape(bad.text)
+    assert 'id="bind-error"' in bad.text and len(_key_rows(me.get("/dashboard").text)) == 2
+
+
 def test_revoking_a_key_shows_it_revoked_and_the_api_refuses_it(browser: Callable[[], Browser]) -> None:
     me = browser().signup()
     key = me.create_key()
