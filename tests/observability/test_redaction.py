@@ -37,6 +37,21 @@ REFRESH = "egr_" + secrets.token_urlsafe(32)
         ("client_secret=abcdefgh&grant_type=refresh_token&refresh_token=xyz987", "xyz987"),
         ("client_secret=abcdefgh&grant_type=authorization_code", "abcdefgh"),
     ],
+    # Named, not shown: the keys are random, and parallel workers must collect the same test ids.
+    ids=[
+        "api-key",
+        "access-token",
+        "refresh-token",
+        "bearer-header",
+        "basic-header-dict",
+        "cookie-tuples",
+        "cookie-header",
+        "api-key-header",
+        "password-form",
+        "password-json",
+        "refresh-token-form",
+        "client-secret-form",
+    ],
 )
 def test_secrets_are_scrubbed(text: str, secret: str) -> None:
     scrubbed = redact(text)
