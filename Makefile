@@ -22,9 +22,12 @@ run: $(STAMP)
 	@echo "Engram: serving http://$${ENGRAM_HOST:-127.0.0.1}:$${ENGRAM_PORT:-8000} (another port: make run PORT=8001)"
 	$(BIN)/engram serve
 
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist); PYTEST_WORKERS=0 runs it in this one.
+PYTEST_WORKERS ?= 2
+
 test: $(STAMP)
 	scripts/ensure-browser
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests bench migrations

@@ -77,9 +77,11 @@ def test_round_trip_into_an_empty_server_is_exact_and_a_second_import_adds_nothi
     assert comparable(export_of(sqlite_api, target.key)) == comparable(exported)
 
     with sqlite_api.client(target.key) as http:
+        # Imported memories are searchable. Where among the results depends on the rest of the shared index (its
+        # word statistics), so the test asks only that it is found.
         found = http.post("/v1/memories/search", json={"query": "how do we deploy?"}).json()["results"]
-        assert found[0]["content"] == "We deploy with fly.io"
-        history = http.get(f"/v1/memories/{found[0]['id']}/history").json()["history"]
+        (deploy,) = [hit for hit in found if hit["content"] == "We deploy with fly.io"]
+        history = http.get(f"/v1/memories/{deploy['id']}/history").json()["history"]
         assert [e["event"] for e in history] == ["ADD", "UPDATE"]
 
 
