@@ -295,8 +295,8 @@ def test_infer_uses_the_configured_llm(
     pg_database_url: str, embedder: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Mem0's default (infer on) goes through Engram's LLM path when one is configured; the LLM is the one test
-    double of the memory tests (tests/memories/test_infer.py's FakeOpenAI, a real HTTP server)."""
-    from tests.memories.test_infer import FACTS, FakeOpenAI
+    double of the memory tests (tests/fake_llm.py's FakeOpenAI, a real HTTP server)."""
+    from tests.fake_llm import FACTS, FakeOpenAI
 
     with FakeOpenAI() as llm:
         settings = _settings(

@@ -1,76 +1,22 @@
 """Fact extraction (``infer=True``) through mem0's ``openai`` LLM provider.
 
-TEST DOUBLE: ``FakeOpenAI`` below is the only fake in the memory tests. It is a real HTTP server on 127.0.0.1 that
-answers ``POST /v1/chat/completions`` the way an OpenAI-compatible API would, standing in for a paid LLM API this
-machine cannot reach. It replies in the shape mem0 2.2.1's additive extraction parses: a JSON object
-``{"memory": [{"text": ...}, ...]}`` as the message content. Everything else (mem0, the embedder, the store) is real.
+TEST DOUBLE: ``FakeOpenAI`` (tests/fake_llm.py) is the only fake in the memory tests, standing in for a paid LLM API
+this machine cannot reach. Everything else (mem0, the embedder, the store) is real.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from app.memories.embedder import OnnxMiniLMEmbedder
 from app.memories.engine import MemoryEngine
+from tests.fake_llm import FACTS, FakeOpenAI
 
 pytestmark = pytest.mark.anyio
-
-FACTS = ["User's favourite coffee is a flat white", "User lives in Lisbon"]
-
-
-class FakeOpenAI:
-    """Records every request; answers each chat completion with ``FACTS`` as extracted memories."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                if self.path != "/v1/chat/completions":
-                    self.send_error(404)
-                    return
-                content = json.dumps({"memory": [{"text": fact} for fact in FACTS]})
-                reply = {
-                    "id": "chatcmpl-fake",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": body.get("model", "fake"),
-                    "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-                    ],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeOpenAI:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
