@@ -37,7 +37,9 @@ def split_metadata(metadata: Mapping[str, Any] | None) -> tuple[dict[str, Any] |
 def to_mem0(memory: MemoryOut | SearchResult, *, updated_at: datetime | None = None) -> dict[str, Any]:
     """One memory in the shape Mem0's API returns it."""
     metadata, app_id = split_metadata(memory.metadata)
-    changed = memory.updated_at if isinstance(memory, MemoryOut) else (updated_at or memory.created_at)
+    changed = (
+        memory.updated_at if isinstance(memory, MemoryOut) else (updated_at or memory.updated_at or memory.created_at)
+    )
     out: dict[str, Any] = {
         "id": memory.id,
         "memory": memory.content,

@@ -75,7 +75,7 @@ def to_payload(record: IndexedMemory) -> dict[str, Any]:
         "hash": hashlib.md5(record.content.encode()).hexdigest(),  # mem0's dedup hash, not security
         "text_lemmatized": lemmatize_for_bm25(record.content),
         "created_at": created_at,
-        "updated_at": created_at,
+        "updated_at": record.updated_at or created_at,
         "role": "user",
         "user_id": record.user_id,
         "run_id": record.visibility,

@@ -216,6 +216,8 @@ class SearchResult(BaseModel):
     agent: str | None
     end_user: str | None = None
     created_at: datetime
+    # When its content, tags or metadata last changed (as the index says: equal to created_at until then).
+    updated_at: datetime | None = None
     source: Source = None
 
 

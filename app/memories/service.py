@@ -130,6 +130,7 @@ def to_indexed(record: StoredMemory, context: str | None = None) -> IndexedMemor
         created_at=record.created_at.isoformat(),
         context=context or "",
         end_user=record.end_user,
+        updated_at=record.updated_at.isoformat() if record.updated_at else "",
     )
 
 
@@ -474,6 +475,7 @@ class MemoryService:
                     agent=memory.agent,
                     end_user=memory.end_user,
                     created_at=datetime.fromisoformat(memory.created_at),
+                    updated_at=_parsed(memory.updated_at),
                     source=source_of(memory.metadata),
                 )
             )
@@ -903,3 +905,11 @@ def _mark_deleted(
 def _actor(principal: Principal, session: str | None, agent: str | None) -> str:
     who = principal.user_id if session is None else f"{principal.user_id}/{session}/{agent or '-'}"
     return f"{who} via {principal.key_id or principal.via}"
+
+
+def _parsed(stamp: str) -> datetime | None:
+    """An ISO 8601 time from the index payload; None where the index does not say (points from older versions)."""
+    try:
+        return datetime.fromisoformat(stamp) if stamp else None
+    except ValueError:
+        return None

@@ -7,6 +7,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
@@ -316,3 +317,14 @@ def test_infer_uses_the_configured_llm(
             assert len(llm.requests) == 1 and "flat white" in json.dumps(llm.requests[0]["body"])
             assert mem0.get_all(filters={"user_id": "eve"})["count"] == len(FACTS)
             mem0.client.close()
+
+
+def test_search_says_when_a_memory_last_changed(client: MemoryClient) -> None:
+    memory = _add(client, "Lives in Porto", user_id="fay")
+    client.update(memory["id"], text="Lives in Faro")
+    hit = client.search("where does fay live", filters={"user_id": "fay"}, top_k=1)["results"][0]
+    got = client.get(memory["id"])
+    assert hit["id"] == memory["id"] and hit["created_at"] == got["created_at"]
+    created, updated = (datetime.fromisoformat(hit[k]) for k in ("created_at", "updated_at"))
+    assert updated > created
+    assert abs(updated - datetime.fromisoformat(got["updated_at"])) < timedelta(seconds=5)
