@@ -27,6 +27,9 @@ from app.memories.service import MemoryService, resolve_identity, to_out
 # Deletes go in chunks: each is all or none, as Engram's own batch delete is.
 DELETE_CHUNK = 100
 MAX_TOP_K = 100
+# How far down the ranking a search looks for matches of a filter the index cannot apply (metadata, categories,
+# dates, NOT): far enough for an account of tens of thousands of memories, bounded so one search stays cheap.
+MAX_SEARCH_DEPTH = 6400
 MAX_PAGE_SIZE = 1000
 MAX_BATCH = 1000
 # Fields of an add that change nothing here (Engram always answers synchronously, in one output format).
@@ -182,15 +185,19 @@ class Mem0Service:
         if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
             raise ValidationFailed("threshold must be a number between 0 and 1", field="threshold")
         wanted = self._filter(body)
-        # A filter the index cannot fully express is applied here: fetch more, so that top_k still come back.
-        fetch = top_k if wanted.exact else min(MAX_TOP_K, max(top_k * 5, 50))
         try:
-            request = SearchIn(query=query, limit=fetch, threshold=threshold)
+            request = SearchIn(query=query, limit=top_k, threshold=threshold)
         except ValidationError as exc:
             raise _validation(exc) from None
-        hits = await self.memories.search(principal, None, request, entities=wanted.pushdown or None)
-        results = [m for m in (to_mem0(h) for h in hits) if wanted.matches(m)]
-        return {"results": results[:top_k]}
+        # A filter the index cannot fully express is applied here, on the best candidates: when too few of them
+        # match, look deeper (each pass four times as far), so that a match ranked far down is still found.
+        depth = top_k if wanted.exact else max(top_k * 5, 50)
+        while True:
+            hits = await self.memories.search(principal, None, request, entities=wanted.pushdown or None, depth=depth)
+            results = [m for m in (to_mem0(h) for h in hits) if wanted.matches(m)]
+            if len(results) >= top_k or len(hits) < depth or depth >= MAX_SEARCH_DEPTH:
+                return {"results": results[:top_k]}
+            depth = min(depth * 4, MAX_SEARCH_DEPTH)
 
     def _filter(self, body: Mapping[str, Any]) -> mem0_filters.Filter:
         """The filters of a read, with the top-level ``categories`` / dates the client may send beside them."""

@@ -428,11 +428,13 @@ class MemoryService:
         owner_view: bool = False,
         scope: Scope | None = None,
         entities: Mapping[str, Sequence[str]] | None = None,
+        depth: int | None = None,
     ) -> list[SearchResult]:
         """Semantic search over the memories this identity may read, best first.
 
         ``owner_view`` (the dashboard) searches what ``_visible_keys`` gives the owner. ``entities`` narrows to
-        memories whose end_user, session or agent field is one of the names given (the Mem0 routes' filters)."""
+        memories whose end_user, session or agent field is one of the names given (the Mem0 routes' filters).
+        ``depth`` asks for that many results instead of ``request.limit`` (the Mem0 routes filter them further)."""
         who = resolve_identity(principal, identity, request.session, request.agent)
         visibilities = await self._visible_keys(principal, who, scope, owner_view)
         narrowed = _entities(entities, request.end_user)
@@ -441,7 +443,7 @@ class MemoryService:
             query=request.query,
             visibilities=visibilities,
             scope=scope,
-            limit=request.limit,
+            limit=depth or request.limit,
             threshold=self.limits.search_threshold if request.threshold is None else request.threshold,
             tags=list(request.tags) if request.tags else None,
             metadata=request.metadata,
@@ -460,7 +462,7 @@ class MemoryService:
             if narrowed is not None and any(getattr(memory, f) not in names for f, names in narrowed.items()):
                 log.error("index returned memory %s outside the entities asked for; skipped", hit.id)
                 continue
-            if len(results) == request.limit:
+            if len(results) == (depth or request.limit):
                 break
             results.append(
                 SearchResult(

@@ -328,3 +328,15 @@ def test_search_says_when_a_memory_last_changed(client: MemoryClient) -> None:
     created, updated = (datetime.fromisoformat(hit[k]) for k in ("created_at", "updated_at"))
     assert updated > created
     assert abs(updated - datetime.fromisoformat(got["updated_at"])) < timedelta(seconds=5)
+
+
+def test_a_filter_the_index_cannot_apply_still_finds_a_match_ranked_far_down(client: MemoryClient) -> None:
+    """Metadata filters are applied to the best candidates; when too few match, the search looks deeper."""
+    for batch in range(2):  # a batch holds at most 100
+        coffee = [{"role": "user", "content": f"Coffee order {batch}-{n}: a double espresso"} for n in range(75)]
+        client.add(coffee, user_id="hal", metadata={"kind": "coffee"}, infer=False)
+    tea = _add(client, "Drinks green tea in the afternoon", user_id="hal", metadata={"kind": "tea"})
+    found = client.search(
+        "espresso coffee order", filters={"AND": [{"user_id": "hal"}, {"metadata": {"kind": "tea"}}]}, threshold=0
+    )
+    assert [r["id"] for r in found["results"]] == [tea["id"]]
