@@ -7,15 +7,17 @@ else ``~/.config/engram/engram.toml``); else the per-user ``~/.local/share/engra
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
+import types
+import typing
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CONFIG_FILE = "engram.toml"
 
@@ -53,25 +55,54 @@ def read_config_file(path: Path, known: set[str]) -> dict[str, Any]:
     return values
 
 
-class ConfigFileSource(PydanticBaseSettingsSource):
-    """Settings from ``engram.toml``: below the environment, above the defaults."""
-
-    def __init__(self, settings_cls: type[BaseSettings]) -> None:
-        super().__init__(settings_cls)
-        path = find_config_file()
-        self.values = read_config_file(path, set(settings_cls.model_fields)) if path else {}
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self.values.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self.values)
+ENV_PREFIX = "ENGRAM_"
 
 
-class Settings(BaseSettings):
-    """Every knob Engram has. Tests build ``Settings(...)`` explicitly; the server uses ``get_settings()``."""
+def _structured(annotation: Any) -> bool:
+    """Whether a field's value is a structure (dict, list, ...), given in the environment as JSON."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(_structured(arm) for arm in typing.get_args(annotation) if arm is not type(None))
+    origin = typing.get_origin(annotation) or annotation
+    return isinstance(origin, type) and issubclass(origin, Mapping | list | set | tuple | frozenset | BaseModel)
 
-    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
+
+def read_environment(fields: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """The settings the environment sets: ``ENGRAM_NAME`` (any case) for each field ``name``; structured values as
+    JSON. Other variables are ignored."""
+    values: dict[str, Any] = {}
+    for key, raw in environ.items():
+        if not key.upper().startswith(ENV_PREFIX):
+            continue
+        name = key[len(ENV_PREFIX) :].lower()
+        field = fields.get(name)
+        if field is None:
+            continue
+        if _structured(field.annotation):
+            try:
+                values[name] = json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"{key}: not valid JSON ({exc})") from None
+        else:
+            values[name] = raw
+    return values
+
+
+def config_file_values(known: set[str]) -> dict[str, Any]:
+    path = find_config_file()
+    return read_config_file(path, known) if path else {}
+
+
+class Settings(BaseModel):
+    """Every knob Engram has. Tests build ``Settings(...)`` explicitly; the server uses ``get_settings()``.
+
+    What is given to the constructor wins, then the environment, then ``engram.toml``, then the defaults. (Read here
+    rather than through pydantic-settings, whose import alone cost every ``engram`` command 40 ms of CPU.)"""
+
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        fields = type(self).model_fields
+        super().__init__(**{**config_file_values(set(fields)), **read_environment(fields), **values})
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -217,17 +248,6 @@ class Settings(BaseSettings):
     query_cache_size: int = Field(default=1024, ge=0)
     log_level: str = "info"
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, ConfigFileSource(settings_cls)
-
     @model_validator(mode="after")
     def _normalise(self) -> Settings:
         from app.client_address import parse_networks
@@ -259,7 +279,7 @@ class Settings(BaseSettings):
         if os.environ.get("ENGRAM_DATA_DIR"):
             return "ENGRAM_DATA_DIR"
         path = find_config_file()
-        if path is not None and "data_dir" in ConfigFileSource(type(self)).values:
+        if path is not None and "data_dir" in read_config_file(path, set(type(self).model_fields)):
             return f"data_dir in {path}"
         if self.data_dir == user_data_dir():
             return "the per-user default"
