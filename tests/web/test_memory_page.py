@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+from app.memories.schemas import MAX_TAGS
+from tests.harness import RunningServer
 from tests.web.conftest import Browser, field_error, form_error
 
 HOSTILE = (
@@ -146,3 +148,55 @@ def test_bulk_delete_and_retag(browser: Callable[[], Browser]) -> None:
         assert "Nothing was selected" in me.follow(bulk(action="delete")).text
     forged = me.http.post("/dashboard/memories/bulk", data={"_csrf": "forged", "ids": [mine[2]], "action": "delete"})
     assert forged.status_code == 403
+
+
+def test_a_bulk_retag_changes_every_memory_or_none(browser: Callable[[], Browser], api: RunningServer) -> None:
+    me, other = browser().signup(), browser().signup()
+    with me.api(me.create_key()) as http, other.api(other.create_key()) as their_http:
+        notes = [_add(http, f"harbour note {n}", tags=["old"]) for n in range(3)]
+        full = _add(http, "harbour note with every tag", tags=[f"t{n}" for n in range(MAX_TAGS)])
+        unindexed = _add(http, "harbour note the index lost", tags=["old"])
+        theirs = _add(their_http, "harbour note of another account", tags=["old"])
+
+        def bulk(*ids: str) -> httpx.Response:
+            data = {"_csrf": me.csrf("/dashboard/memories"), "ids": list(ids), "action": "tag", "tag": "picked"}
+            return me.http.post("/dashboard/memories/bulk", data=data)
+
+        def stored() -> dict[str, list[str]]:
+            return {m["id"]: m["tags"] for m in http.get("/v1/memories").json()["memories"]}
+
+        def found_by_tag() -> list[str]:
+            query = {"query": "harbour note", "tags": ["picked"], "threshold": 0, "limit": 20}
+            return sorted(h["id"] for h in http.post("/v1/memories/search", json=query).json()["results"])
+
+        def events(memory_id: str) -> list[str]:
+            return [e["event"] for e in http.get(f"/v1/memories/{memory_id}/history").json()["history"]]
+
+        before = stored()
+
+        def nothing_changed() -> None:
+            assert stored() == before and found_by_tag() == []
+            assert all(events(n) == ["ADD"] for n in notes)
+
+        # One memory holds the most tags there can be: none is tagged, and the error names it.
+        too_many = bulk(*notes, full)
+        assert too_many.status_code == 422
+        message = f"memory {full} already has {MAX_TAGS} tags, the most a memory can have; nothing was tagged"
+        assert message in html_lib.unescape(too_many.text)
+        nothing_changed()
+        # One id is another account's: as unknown as a missing one, and nothing is tagged.
+        not_mine = bulk(*notes, theirs)
+        assert not_mine.status_code == 404 and f"no memory {theirs}; nothing was tagged" in not_mine.text
+        nothing_changed()
+        assert their_http.get(f"/v1/memories/{theirs}").json()["tags"] == ["old"]
+        # The index lost the last one: its write fails after the others reached the index, which is put back.
+        api.run(api.container.memories.engine.purge([unindexed]))
+        lost = bulk(*notes, unindexed)
+        assert lost.status_code == 404 and "nothing was tagged" in lost.text
+        nothing_changed()
+
+        tagged = bulk(*notes)
+        assert tagged.status_code == 303 and "3 of 3 selected tagged #picked." in me.follow(tagged).text
+        assert stored() == {**before, **{n: ["old", "picked"] for n in notes}}
+        assert found_by_tag() == sorted(notes)
+        assert all(events(n) == ["ADD", "UPDATE"] for n in notes)
