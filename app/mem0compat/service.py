@@ -316,18 +316,21 @@ class Mem0Service:
         ]
 
     async def batch_update(self, principal: Principal, body: Any) -> dict[str, Any]:
-        """Update many memories; every one is checked before any is changed."""
+        """Update many memories, all or none: every one is checked before any is changed."""
         memories = self._batch(body)
-        patches = []
+        patches: dict[str, MemoryPatch] = {}
         for item in memories:
             memory_id = item.get("memory_id")
             if not isinstance(memory_id, str):
                 raise ValidationFailed("each memory needs a memory_id", field="memories")
             await self.memories.get(principal, None, memory_id)  # a missing id changes nothing
-            patches.append((memory_id, await self._patch(principal, memory_id, item)))
-        for memory_id, patch in patches:
-            await self.memories.update(principal, None, memory_id, patch)
-        return {"message": f"Successfully updated {len(patches)} memories"}
+            patch = await self._patch(principal, memory_id, item)
+            if memory_id in patches:  # named again: as if applied in turn, the later fields win
+                earlier = patches[memory_id].model_dump(exclude_none=True)
+                patch = MemoryPatch.model_validate({**earlier, **patch.model_dump(exclude_none=True)})
+            patches[memory_id] = patch
+        await self.memories.update_many(principal, None, patches)
+        return {"message": f"Successfully updated {len(memories)} memories"}
 
     async def batch_delete(self, principal: Principal, body: Any) -> dict[str, Any]:
         """Delete many memories by id (each chunk of 100 all or none)."""

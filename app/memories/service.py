@@ -577,74 +577,89 @@ class MemoryService:
         """Change a memory's content, tags or metadata, or widen its reach (scope, private -> public); the index
         follows. Widening is recorded in the history as a PROMOTE; narrowing is refused."""
         async with self._guard([memory_id]):
-            return await self._update(principal, identity, memory_id, patch)
+            (out,) = await self._update(principal, identity, {memory_id: patch})
+        return out
+
+    async def update_many(
+        self, principal: Principal, identity: Identity | None, patches: Mapping[str, MemoryPatch]
+    ) -> builtins.list[MemoryOut]:
+        """Apply each memory's patch as ``update`` does, all or none: every memory is read and every change checked
+        before the index is written, and a failure on any one leaves every memory as it was."""
+        async with self._guard(builtins.list(patches)):
+            return await self._update(principal, identity, patches)
 
     async def _update(
-        self, principal: Principal, identity: Identity | None, memory_id: str, patch: MemoryPatch
-    ) -> MemoryOut:
+        self, principal: Principal, identity: Identity | None, patches: Mapping[str, MemoryPatch]
+    ) -> builtins.list[MemoryOut]:
         principal.require_write()
-        editing = patch.content is not None or patch.tags is not None or patch.metadata is not None
-        if not editing and patch.scope is None and patch.visibility is None:
-            raise ValidationFailed("nothing to update: give content, tags, metadata, scope or visibility")
-        self._check_fields(patch.content, patch.tags, patch.metadata)
+        for patch in patches.values():
+            if not _edits(patch) and patch.scope is None and patch.visibility is None:
+                raise ValidationFailed("nothing to update: give content, tags, metadata, scope or visibility")
+            self._check_fields(patch.content, patch.tags, patch.metadata)
         who = resolve_identity(principal, identity, None, None)
-        before: MemoryRecord | None = None
+        # The recorded version of each memory whose index point this write reached (or may have reached).
+        touched: builtins.list[MemoryRecord] = []
         try:
             async with self.db.session() as session:
-                record = await self._readable(session, principal, who, memory_id)
-                before = MemoryRecord(**{c: getattr(record, c) for c in _RECORD_COLUMNS})
-                promotion = await self._promotion(record, patch)
-                if promotion is None:
-                    await self.engine.update(
-                        user_id=principal.user_id,
-                        memory_id=memory_id,
-                        content=patch.content,
-                        tags=list(patch.tags) if patch.tags is not None else None,
-                        metadata=dict(patch.metadata) if patch.metadata is not None else None,
-                    )
-                if patch.content is not None:
-                    record.content = patch.content
-                if patch.tags is not None:
-                    record.tags = list(patch.tags)
-                if patch.metadata is not None:
-                    record.metadata_ = dict(patch.metadata)
-                record.updated_at = utcnow()
+                planned = []
+                for memory_id, patch in patches.items():
+                    record = await self._readable(session, principal, who, memory_id)
+                    planned.append((record, patch, await self._promotion(record, patch)))
                 actor = _actor(principal, who.session, who.agent)
-                if editing:
-                    session.add(
-                        MemoryEvent(
+                for record, patch, promotion in planned:
+                    before = MemoryRecord(**{c: getattr(record, c) for c in _RECORD_COLUMNS})
+                    touched.append(before)
+                    if promotion is None:
+                        await self.engine.update(
+                            user_id=principal.user_id,
                             memory_id=record.id,
-                            user_id=record.user_id,
-                            event="UPDATE",
-                            old_content=before.content,
-                            new_content=record.content,
-                            actor=actor,
-                            created_at=record.updated_at,
+                            content=patch.content,
+                            tags=list(patch.tags) if patch.tags is not None else None,
+                            metadata=dict(patch.metadata) if patch.metadata is not None else None,
                         )
-                    )
-                if promotion is not None:
-                    scope, key, role, detail = promotion
-                    record.scope, record.visibility, record.role = scope, key, role
-                    # The point's visibility key changes, so the whole point is written again.
-                    await self.engine.upsert(await with_context(session, [record]))
-                    session.add(
-                        MemoryEvent(
-                            memory_id=record.id,
-                            user_id=record.user_id,
-                            event="PROMOTE",
-                            old_content=record.content,
-                            new_content=record.content,
-                            actor=actor,
-                            created_at=record.updated_at,
-                            detail=detail,
+                    if patch.content is not None:
+                        record.content = patch.content
+                    if patch.tags is not None:
+                        record.tags = list(patch.tags)
+                    if patch.metadata is not None:
+                        record.metadata_ = dict(patch.metadata)
+                    record.updated_at = utcnow()
+                    if _edits(patch):
+                        session.add(
+                            MemoryEvent(
+                                memory_id=record.id,
+                                user_id=record.user_id,
+                                event="UPDATE",
+                                old_content=before.content,
+                                new_content=record.content,
+                                actor=actor,
+                                created_at=record.updated_at,
+                            )
                         )
-                    )
-                self._stamp([record])
-                await self._log(session, [record], "upsert")
-                out = to_out(record)
+                    if promotion is not None:
+                        scope, key, role, detail = promotion
+                        record.scope, record.visibility, record.role = scope, key, role
+                        # The point's visibility key changes, so the whole point is written again.
+                        await self.engine.upsert(await with_context(session, [record]))
+                        session.add(
+                            MemoryEvent(
+                                memory_id=record.id,
+                                user_id=record.user_id,
+                                event="PROMOTE",
+                                old_content=record.content,
+                                new_content=record.content,
+                                actor=actor,
+                                created_at=record.updated_at,
+                                detail=detail,
+                            )
+                        )
+                records = [record for record, _, _ in planned]
+                self._stamp(records)
+                await self._log(session, records, "upsert")
+                out = [to_out(record) for record in records]
         except BaseException:
-            if before is not None:  # the index may already hold the new version: put the recorded one back
-                await self._reindex_quietly([before])
+            # The index may already hold some of the new versions: put the recorded ones back.
+            await self._reindex_quietly(touched)
             raise
         self._committed()
         return out
@@ -915,3 +930,8 @@ def _parsed(stamp: str) -> datetime | None:
         return datetime.fromisoformat(stamp) if stamp else None
     except ValueError:
         return None
+
+
+def _edits(patch: MemoryPatch) -> bool:
+    """Whether a patch changes what a memory holds (content, tags, metadata), not only its reach."""
+    return patch.content is not None or patch.tags is not None or patch.metadata is not None

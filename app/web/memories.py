@@ -11,11 +11,13 @@ from litestar.exceptions import ValidationException
 from pydantic import ValidationError
 
 from app.accounts.models import User
+from app.accounts.principal import Principal
 from app.container import Container
 from app.errors import AppError, ValidationFailed
 from app.identity import validate_name
-from app.memories.schemas import MemoryPatch, SearchIn
+from app.memories.schemas import MAX_TAGS, MemoryPatch, SearchIn
 from app.memories.scopes import SCOPES
+from app.text import text_problem
 from app.web.flash import Flash, redirect_with
 from app.web.memory_view import body_of, markdown
 from app.web.pages import form_data, render, web_principal
@@ -158,9 +160,34 @@ async def _selected(request: Request[Any, Any, Any]) -> tuple[dict[str, str], li
     return data, list(dict.fromkeys(ids))
 
 
+async def _retagged(
+    container: Container, principal: Principal, ids: list[str], action: str, tag: str
+) -> dict[str, MemoryPatch]:
+    """The new tag list of each ticked memory that changes, every one checked before anything is written."""
+    patches: dict[str, MemoryPatch] = {}
+    for memory_id in ids:
+        memory = await container.memories.get(principal, None, memory_id)
+        if action == "tag":
+            tags = memory.tags if tag in memory.tags else [*memory.tags, tag]
+        else:
+            tags = [t for t in memory.tags if t != tag]
+        if tags == memory.tags:
+            continue
+        if len(tags) > MAX_TAGS:
+            raise ValidationFailed(
+                f"memory {memory_id} already has {len(memory.tags)} tags, the most a memory can have", field="tag"
+            )
+        try:
+            patches[memory_id] = MemoryPatch(tags=tags)
+        except ValidationError as exc:
+            problems = "; ".join(str(e.get("msg")) for e in exc.errors())
+            raise ValidationFailed(f"memory {memory_id}: {problems}", field="tag") from None
+    return patches
+
+
 @post(BROWSER + "/bulk", status_code=303)
 async def bulk(request: Request[Any, Any, Any], user: User, container: Container) -> Response[Any]:
-    """Delete, tag or untag the ticked memories. A delete is all or none; tagging saves each memory in turn."""
+    """Delete, tag or untag the ticked memories, all or none."""
     data, ids = await _selected(request)
     await verify_csrf(request, data.get("_csrf"))
     back = safe_back(data.get("back"))
@@ -179,23 +206,17 @@ async def bulk(request: Request[Any, Any, Any], user: User, container: Container
     tag = data.get("tag", "").strip()
     if not tag or len(tag) > 64:
         raise ValidationFailed("name the tag to add or remove (1-64 characters)", field="tag")
-    changed = 0
-    for memory_id in ids:
-        memory = await container.memories.get(principal, None, memory_id)
-        tags = [*memory.tags, tag] if action == "tag" and tag not in memory.tags else list(memory.tags)
-        if action == "untag":
-            tags = [t for t in memory.tags if t != tag]
-        if tags == memory.tags:
-            continue
-        try:
-            patch = MemoryPatch(tags=tags)
-        except ValidationError as exc:
-            raise ValidationFailed(
-                f"memory {memory_id}: " + "; ".join(str(e.get("msg")) for e in exc.errors()), field="tag"
-            ) from None
-        await container.memories.update(principal, None, memory_id, patch)
-        changed += 1
+    if problem := text_problem(tag):
+        raise ValidationFailed(f"the tag {problem}", field="tag")
     verb = "tagged" if action == "tag" else "untagged"
+    try:
+        patches = await _retagged(container, principal, ids, action, tag)
+        if patches:
+            await container.memories.update_many(principal, None, patches)
+    except AppError as exc:
+        exc.message = f"{exc.message}; nothing was {verb}"
+        raise
+    changed = len(patches)
     notice = f"{changed} of {len(ids)} selected {verb} #{tag}" + (
         "." if changed == len(ids) else " (the rest were already)."
     )

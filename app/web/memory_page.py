@@ -1,9 +1,10 @@
 """One memory's page: its text as markdown, everything known about it, its whole history with the differences between
-versions, and the edit form (content, tags, scope and visibility, widening only). Edits go through the memory
+versions, and the edit form (content, tags, metadata, scope and visibility, widening only). Edits go through the memory
 service, so the page follows the API's rules and records its history the same way."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -13,9 +14,10 @@ from pydantic import ValidationError
 
 from app.accounts.models import User
 from app.container import Container
-from app.errors import AppError
+from app.errors import AppError, ValidationFailed
 from app.memories.schemas import MAX_HISTORY_PAGE, HistoryEntry, MemoryOut, MemoryPatch
 from app.memories.scopes import reachable_scopes
+from app.text import check_metadata
 from app.web.flash import Flash, redirect_with
 from app.web.memories import BROWSER, safe_back
 from app.web.memory_view import DiffLine, body_of, diff, markdown
@@ -59,6 +61,25 @@ def _tags(text: str) -> list[str]:
     return [tag.strip() for tag in text.replace("\n", ",").split(",") if tag.strip()]
 
 
+def _metadata_text(metadata: dict[str, Any]) -> str:
+    return json.dumps(metadata, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _metadata(text: str) -> dict[str, Any]:
+    """The metadata the form's JSON text gives (empty text is none); ValidationFailed says what is wrong with it."""
+    if not text.strip():
+        return {}
+    try:
+        metadata = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationFailed(
+            f"metadata is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", field="metadata"
+        ) from None
+    if not isinstance(metadata, dict):
+        raise ValidationFailed('metadata must be a JSON object, such as {"ticket": "T-1"}', field="metadata")
+    return check_metadata(metadata)
+
+
 async def _render(
     request: Request[Any, Any, Any],
     container: Container,
@@ -84,7 +105,13 @@ async def _render(
         scopes=reachable_scopes(memory.scope),
         errors=errors or {},
         values=values
-        or {"content": memory.content, "tags": ", ".join(memory.tags), "scope": memory.scope, "visibility": ""},
+        or {
+            "content": memory.content,
+            "tags": ", ".join(memory.tags),
+            "metadata": _metadata_text(memory.metadata),
+            "scope": memory.scope,
+            "visibility": "",
+        },
         back=back,
         here=page_url(memory.id),
     )
@@ -108,16 +135,28 @@ async def edit(request: Request[Any, Any, Any], memory_id: str, user: User, cont
     back = safe_back(data.get("back"))
     content = data.get("content", "").replace("\r\n", "\n")
     tags = _tags(data.get("tags", ""))
+    values = {k: data.get(k, "") for k in ("content", "tags", "metadata", "scope", "visibility")}
+    # A post without the metadata field (an older form) leaves the metadata as it is.
+    if "metadata" not in data:
+        values["metadata"] = _metadata_text(memory.metadata)
     patch: dict[str, Any] = {}
     if content != memory.content:
         patch["content"] = content
     if tags != memory.tags:
         patch["tags"] = tags
+    try:
+        metadata = _metadata(values["metadata"])
+    except AppError as exc:
+        refused = {"metadata": exc.message}
+        return await _render(
+            request, container, user, memory, status_code=422, errors=refused, values=values, back=back
+        )
+    if metadata != memory.metadata:
+        patch["metadata"] = metadata
     if data.get("scope") and data["scope"] != memory.scope:
         patch["scope"] = data["scope"]
     if data.get("visibility") == "public" and memory.visibility == "private":
         patch["visibility"] = "public"
-    values = {k: data.get(k, "") for k in ("content", "tags", "scope", "visibility")}
     if not patch:
         return redirect_with(request, page_url(memory_id), Flash(notice="Nothing changed."))
     try:

@@ -173,6 +173,28 @@ def test_batch_update_and_batch_delete(client: MemoryClient) -> None:
     assert [m["id"] for m in client.get_all(filters={"user_id": "batcher"})["results"]] == [ids[2]]
 
 
+def test_a_batch_update_is_all_or_none_when_the_index_fails_midway(
+    api: RunningServer, account: Account, client: MemoryClient
+) -> None:
+    ids = [_add(client, f"tide table {i}", user_id="tides")["id"] for i in range(3)]
+    # The index has lost the last one: the others are written to the index before its write fails.
+    api.run(api.container.memories.engine.purge([ids[2]]))
+    with pytest.raises(MemoryNotFoundError):
+        client.batch_update([{"memory_id": i, "text": f"rewritten {n}"} for n, i in enumerate(ids)])
+    assert [client.get(i)["memory"] for i in ids] == ["tide table 0", "tide table 1", "tide table 2"]
+    with api.client(account.key) as http:  # searches answer from the index: it holds the recorded versions again
+        found = http.post("/v1/memories/search", json={"query": "rewritten", "threshold": 0, "limit": 20}).json()
+        assert {h["id"]: h["content"] for h in found["results"]} == {i: f"tide table {n}" for n, i in enumerate(ids)}
+    assert [[e["event"] for e in client.history(i)] for i in ids[:2]] == [["ADD"], ["ADD"]]
+
+    # Named twice, a memory takes both changes, as if they were applied in turn.
+    client.batch_update(
+        [{"memory_id": ids[0], "text": "rewritten 0"}, {"memory_id": ids[0], "metadata": {"tide": "high"}}]
+    )
+    changed = client.get(ids[0])
+    assert (changed["memory"], changed["metadata"]) == ("rewritten 0", {"tide": "high"})
+
+
 def test_entities_and_their_deletion(client: MemoryClient) -> None:
     _add(client, "e1", user_id="ent-a", agent_id="helper")
     _add(client, "e2", user_id="ent-a")

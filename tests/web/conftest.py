@@ -118,9 +118,14 @@ def new_key_of(page: httpx.Response) -> str:
 
 def field_error(html: str, name: str) -> str | None:
     """The error shown next to the form field ``name``, if any."""
-    match = re.search(
-        rf'<input id="f-{name}"[^>]*>\s*<p class="error" id="e-{name}" role="alert">([^<]*)</p>', html
-    ) or re.search(rf'<select id="f-{name}".*?</select>\s*<p class="error" role="alert">([^<]*)</p>', html, re.S)
+    match = (
+        re.search(rf'<input id="f-{name}"[^>]*>\s*<p class="error" id="e-{name}" role="alert">([^<]*)</p>', html)
+        or re.search(rf'<select id="f-{name}".*?</select>\s*<p class="error" role="alert">([^<]*)</p>', html, re.S)
+        or re.search(
+            rf'<textarea id="f-{name}"[^>]*>[^<]*</textarea>\s*<p class="error" id="e-{name}" role="alert">([^<]*)</p>',
+            html,
+        )
+    )
     return html_lib.unescape(match.group(1)) if match else None
 
 

@@ -1,6 +1,7 @@
 """The dashboard's pages in Chromium at phone and laptop widths: the main page's three steps (with the connection
-test filled from the new key), the memory page (markdown, history, edit), the browser's bulk actions, and nothing
-wider than the screen. Screenshots land in ENGRAM_SHOTS when set (to look at while building), else in tmp_path."""
+test filled from the new key), the memory page (markdown, history, edit with metadata), the browser's bulk actions,
+and nothing wider than the screen. Screenshots land in ENGRAM_SHOTS when set (to look at while building), else in
+tmp_path."""
 
 from __future__ import annotations
 
@@ -99,12 +100,22 @@ def test_dashboard_pages_in_chromium(chromium: Any, api: RunningServer, tmp_path
     assert body.locator("h1").inner_text() == "Deploy notes" and body.locator("li").count() == 2
     assert body.locator("script, img").count() == 0 and page.evaluate("() => window.pwned") is None
     assert body.locator("a").count() == 1 and body.locator("a").get_attribute("href") == "https://example.test/docs"
+    # Metadata is edited as JSON text: what is not an object is refused next to the field, and nothing is saved.
+    assert page.input_value("#f-metadata") == "{}"
+    page.fill("#f-metadata", "{oops")
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_selector("#e-metadata")
+    assert page.inner_text("#e-metadata").startswith("metadata is not valid JSON")
+    assert page.input_value("#f-metadata") == "{oops"
     page.fill("#f-content", HOSTILE.replace("step two", "step three"))
     page.fill("#f-tags", "ops, deploy")
+    page.fill("#f-metadata", '{"ticket": "T-9", "urgent": true}')
     page.select_option("#f-scope", "user")
     page.get_by_role("button", name="Save").click()
     page.wait_for_selector(".notice-banner")
-    assert "Memory saved" in page.inner_text(".notice-banner")
+    assert "Memory saved (content, tags, metadata, scope changed)" in page.inner_text(".notice-banner")
+    assert page.input_value("#f-metadata") == '{\n  "ticket": "T-9",\n  "urgent": true\n}'
+    assert '"T-9"' in page.inner_text("#facts")
     assert page.locator("pre.diff .removed").inner_text().strip() == "- - step two"
     assert page.locator("pre.diff .added").inner_text().strip() == "+ - step three"
     assert "scope: session -> user" in page.inner_text("#history")

@@ -4,12 +4,15 @@ delete and re-tag, over HTTP as a browser sends them."""
 from __future__ import annotations
 
 import html as html_lib
+import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from app.memories.schemas import MAX_TAGS
+from tests.harness import RunningServer
 from tests.web.conftest import Browser, field_error, form_error
 
 HOSTILE = (
@@ -146,3 +149,109 @@ def test_bulk_delete_and_retag(browser: Callable[[], Browser]) -> None:
         assert "Nothing was selected" in me.follow(bulk(action="delete")).text
     forged = me.http.post("/dashboard/memories/bulk", data={"_csrf": "forged", "ids": [mine[2]], "action": "delete"})
     assert forged.status_code == 403
+
+
+def _textarea(page: str, name: str) -> str:
+    match = re.search(rf'<textarea id="f-{name}"[^>]*>([^<]*)</textarea>', page)
+    assert match, page
+    return html_lib.unescape(match.group(1))
+
+
+def test_metadata_is_edited_as_a_json_object_within_the_limits(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    with me.api(me.create_key()) as api:
+        memory_id = _add(api, "deploys go through the staging bucket", metadata={"ticket": "T-1", "priority": 2})
+        url = f"/dashboard/memories/{memory_id}"
+        # Pre-filled as the memory holds it, pretty-printed.
+        assert _textarea(me.get(url).text, "metadata") == '{\n  "priority": 2,\n  "ticket": "T-1"\n}'
+
+        def edit(metadata: str) -> httpx.Response:
+            fields = {"content": "deploys go through the staging bucket", "tags": "", "scope": "user"}
+            return me.submit(url, url + "/edit", **fields, metadata=metadata)
+
+        saved = edit('{"ticket": "T-2", "done": true, "owner": null}')
+        assert "Memory saved (metadata changed)." in me.follow(saved).text
+        assert api.get(f"/v1/memories/{memory_id}").json()["metadata"] == {"ticket": "T-2", "done": True, "owner": None}
+        events = [e["event"] for e in api.get(f"/v1/memories/{memory_id}/history").json()["history"]]
+        assert events == ["ADD", "UPDATE"]
+
+        refused = {
+            "{ticket: T-3}": "metadata is not valid JSON: Expecting property name enclosed in double quotes "
+            "(line 1, column 2)",
+            "[1, 2]": 'metadata must be a JSON object, such as {"ticket": "T-1"}',
+            '"T-3"': 'metadata must be a JSON object, such as {"ticket": "T-1"}',
+            json.dumps({f"k{n}": n for n in range(51)}): "metadata has 51 keys; at most 50",
+            '{"a.b": 1}': "metadata key 'a.b' must be 1-64 characters without '.', '\"' or '\\'",
+            '{"a": {"b": 1}}': "metadata value of 'a' must be a string, number, boolean or null",
+            '{"n": 1e400}': "metadata value of 'n' must be a finite number",
+            json.dumps({"note": "x" * 4000}): "metadata is 4012 characters as JSON; at most 4000",
+        }
+        for text, error in refused.items():
+            response = edit(text)
+            assert response.status_code == 422, text
+            assert field_error(response.text, "metadata") == error, text
+            assert _textarea(response.text, "metadata") == text  # what was typed stays, to be mended
+        assert api.get(f"/v1/memories/{memory_id}").json()["metadata"] == {"ticket": "T-2", "done": True, "owner": None}
+
+        # A form without the field (as the page was before it had one) leaves the metadata alone.
+        unchanged = me.submit(
+            url, url + "/edit", content="deploys go through the staging bucket", tags="", scope="user"
+        )
+        assert "Nothing changed." in me.follow(unchanged).text
+        assert api.get(f"/v1/memories/{memory_id}").json()["metadata"] == {"ticket": "T-2", "done": True, "owner": None}
+        # Emptied, it means no metadata.
+        assert "Memory saved (metadata changed)." in me.follow(edit("  ")).text
+        assert api.get(f"/v1/memories/{memory_id}").json()["metadata"] == {}
+        assert _textarea(me.get(url).text, "metadata") == "{}"
+
+
+def test_a_bulk_retag_changes_every_memory_or_none(browser: Callable[[], Browser], api: RunningServer) -> None:
+    me, other = browser().signup(), browser().signup()
+    with me.api(me.create_key()) as http, other.api(other.create_key()) as their_http:
+        notes = [_add(http, f"harbour note {n}", tags=["old"]) for n in range(3)]
+        full = _add(http, "harbour note with every tag", tags=[f"t{n}" for n in range(MAX_TAGS)])
+        unindexed = _add(http, "harbour note the index lost", tags=["old"])
+        theirs = _add(their_http, "harbour note of another account", tags=["old"])
+
+        def bulk(*ids: str) -> httpx.Response:
+            data = {"_csrf": me.csrf("/dashboard/memories"), "ids": list(ids), "action": "tag", "tag": "picked"}
+            return me.http.post("/dashboard/memories/bulk", data=data)
+
+        def stored() -> dict[str, list[str]]:
+            return {m["id"]: m["tags"] for m in http.get("/v1/memories").json()["memories"]}
+
+        def found_by_tag() -> list[str]:
+            query = {"query": "harbour note", "tags": ["picked"], "threshold": 0, "limit": 20}
+            return sorted(h["id"] for h in http.post("/v1/memories/search", json=query).json()["results"])
+
+        def events(memory_id: str) -> list[str]:
+            return [e["event"] for e in http.get(f"/v1/memories/{memory_id}/history").json()["history"]]
+
+        before = stored()
+
+        def nothing_changed() -> None:
+            assert stored() == before and found_by_tag() == []
+            assert all(events(n) == ["ADD"] for n in notes)
+
+        # One memory holds the most tags there can be: none is tagged, and the error names it.
+        too_many = bulk(*notes, full)
+        assert too_many.status_code == 422
+        message = f"memory {full} already has {MAX_TAGS} tags, the most a memory can have; nothing was tagged"
+        assert message in html_lib.unescape(too_many.text)
+        nothing_changed()
+        # One id is another account's: as unknown as a missing one, and nothing is tagged.
+        not_mine = bulk(*notes, theirs)
+        assert not_mine.status_code == 404 and f"no memory {theirs}; nothing was tagged" in not_mine.text
+        nothing_changed()
+        assert their_http.get(f"/v1/memories/{theirs}").json()["tags"] == ["old"]
+        # The index lost the last one: its write fails after the others reached the index, which is put back.
+        api.run(api.container.memories.engine.purge([unindexed]))
+        lost = bulk(*notes, unindexed)
+        assert lost.status_code == 404 and "nothing was tagged" in lost.text
+        nothing_changed()
+
+        tagged = bulk(*notes)
+        assert tagged.status_code == 303 and "3 of 3 selected tagged #picked." in me.follow(tagged).text
+        assert stored() == {**before, **{n: ["old", "picked"] for n in notes}}
+        assert found_by_tag() == sorted(notes)
+        assert all(events(n) == ["ADD", "UPDATE"] for n in notes)
