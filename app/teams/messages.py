@@ -121,13 +121,21 @@ class MessageService:
     async def log(
         self, principal: Principal, identity: Identity, *, after: int | None = None, limit: int = 100
     ) -> MessageLog:
-        """Every message of the session, oldest first, a page at a time (for dashboards and scripts)."""
+        """Every message of the session, oldest first, a page at a time (for dashboards and scripts).
+
+        A credential bound to one agent reads only what that agent could: the messages it sent, and those to it, its
+        role or everyone; another agent's direct messages stay between the two of them."""
         if identity.session is None:
             raise ValidationFailed("a session is needed")
         if isinstance(limit, bool) or not 1 <= limit <= MAX_LOG_PAGE:
             raise ValidationFailed(f"limit must be from 1 to {MAX_LOG_PAGE}", field="limit")
+        seen_by = None
+        if principal.bound and identity.agent is not None:
+            seen_by = (identity.agent, await self.team.role_of(identity))
         async with self.db.session() as db:
-            rows = await repository.messages_of(db, identity.user_id, identity.session, after=after, limit=limit)
+            rows = await repository.messages_of(
+                db, identity.user_id, identity.session, after=after, limit=limit, seen_by=seen_by
+            )
         return MessageLog(messages=[to_out(m) for m in rows], next_after=rows[-1].id if len(rows) == limit else None)
 
     async def latest(self, user_id: str, session: str, limit: int = 50) -> list[MessageOut]:

@@ -168,10 +168,21 @@ async def mark_read(
 
 
 async def messages_of(
-    db: AsyncSession, user_id: str, session: str, *, after: int | None, limit: int
+    db: AsyncSession,
+    user_id: str,
+    session: str,
+    *,
+    after: int | None,
+    limit: int,
+    seen_by: tuple[str, str | None] | None = None,
 ) -> Sequence[SessionMessage]:
-    """Every message of the session after id ``after``, oldest first (the session's log)."""
+    """Every message of the session after id ``after``, oldest first (the session's log); with ``seen_by`` (an agent
+    and its role), only those it sent or that were sent to it, its role or everyone."""
     query = select(SessionMessage).where(SessionMessage.user_id == user_id, SessionMessage.session == session)
+    if seen_by is not None:
+        agent, role = seen_by
+        targets = [agent, "*"] + ([f"role:{role}"] if role else [])
+        query = query.where(or_(SessionMessage.sender == agent, SessionMessage.recipient.in_(targets)))
     if after is not None:
         query = query.where(SessionMessage.id > after)
     return (await db.execute(query.order_by(SessionMessage.id).limit(limit))).scalars().all()

@@ -163,3 +163,39 @@ def test_messages_are_isolated_between_sessions_and_tenants(api: RunningServer) 
     assert stranger.inbox()["messages"] == []
     assert stranger.http.get(stranger.url("/messages")).json()["messages"] == []
     assert contents(b.inbox()) == ["for iso only"]
+
+
+def test_a_key_bound_to_an_agent_reads_only_that_agents_part_of_the_log(server: RunningServer) -> None:
+    owner = make_account(server)
+    agents = {name: Agent(server.client(owner.key), "bound-log", name) for name in ("dev", "qa", "ops")}
+    agents["dev"].join("developer")
+    agents["qa"].join("tester")
+    agents["ops"].join("operator")
+    agents["dev"].send("qa", "dev to qa")
+    agents["qa"].send("dev", "qa to dev")
+    agents["dev"].send("role:tester", "dev to the testers")
+    agents["ops"].send("*", "ops to everyone")
+    agents["qa"].send("ops", "qa to ops")
+    agents["ops"].send("role:developer", "ops to the developers")
+
+    def log(key: str) -> list[str]:
+        with server.client(key) as http:
+            response = http.get("/v1/sessions/bound-log/messages")
+            assert response.status_code == 200, response.text
+            return [m["content"] for m in response.json()["messages"]]
+
+    everything = [
+        "dev to qa",
+        "qa to dev",
+        "dev to the testers",
+        "ops to everyone",
+        "qa to ops",
+        "ops to the developers",
+    ]
+    assert log(owner.key) == everything
+    dev = add_key(server, owner.user_id, session="bound-log", agent="dev")
+    assert log(dev.key) == ["dev to qa", "qa to dev", "dev to the testers", "ops to everyone", "ops to the developers"]
+    qa = add_key(server, owner.user_id, session="bound-log", agent="qa")
+    assert log(qa.key) == ["dev to qa", "qa to dev", "dev to the testers", "ops to everyone", "qa to ops"]
+    stranger = add_key(server, owner.user_id, session="bound-log", agent="newcomer")  # never joined: no role
+    assert log(stranger.key) == ["ops to everyone"]
