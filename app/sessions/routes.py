@@ -30,6 +30,7 @@ from app.openapi import SSE_EVENTS_OPT, error_responses, name_parameter
 from app.sessions.schemas import SSE_EVENTS, ChangeOut, ClaimFilesResult, ReleaseFilesResult, SessionStatus, SyncResult
 from app.sessions.service import MAX_CLAIM_MINUTES, MAX_SYNC_MINUTES
 from app.sessions.sse import event_stream
+from app.teams.events import visible_to
 from app.text import NOT_BLANK_SCHEMA
 
 KEEPALIVE_SECONDS = 15
@@ -175,6 +176,9 @@ class SessionController(Controller):
         ] = None,
     ) -> ServerSentEvent:
         identity = viewer(principal, session, agent)
+        # A key bound to an agent hears the messages that agent would (as its MCP stream does); an unbound key
+        # speaks for the whole user, whose dashboard sees every message.
+        listener = identity.agent if principal.bound else None
         return await event_stream(
             container.sessions.events(identity),
             session,
@@ -182,4 +186,5 @@ class SessionController(Controller):
             backlog=lambda cursor: container.sessions.missed_changes(identity, cursor),
             still_allowed=container.recheck(principal).holds,
             revocations=container.revocations.watch(principal.user_id),
+            keep=(lambda event: visible_to(event, listener)) if listener is not None else None,
         )

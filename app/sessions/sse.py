@@ -32,6 +32,7 @@ async def event_stream(
     backlog: Callable[[str], Awaitable[Missed]] | None = None,
     still_allowed: Callable[..., Awaitable[bool]] | None = None,
     revocations: AbstractContextManager[asyncio.Event] | None = None,
+    keep: Callable[[Event], bool] | None = None,
 ) -> ServerSentEvent:
     """Enter the subscription now, so that an unreachable store fails the request instead of the stream.
 
@@ -41,7 +42,7 @@ async def event_stream(
 
     ``still_allowed(now=...)`` is asked at every event and keepalive, and at once whenever ``revocations`` (the
     watch of this user's revocations) fires: a revoked credential's stream ends within moments with a ``revoked``
-    event.
+    event. ``keep(event)``, when given, decides which live events this stream carries.
     """
     sent = parse_cursor(resume_from) if resume_from is not None else (0, 0, 0)
     events = await subscription.__aenter__()
@@ -105,6 +106,8 @@ async def event_stream(
                 event = item
                 if event.kind == "change" and parse_cursor(event.data["cursor"]) <= sent:
                     continue  # already sent from the backlog
+                if keep is not None and not keep(event):
+                    continue
                 yield message(event)
         finally:
             pumping.cancel()

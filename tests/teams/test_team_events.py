@@ -6,12 +6,13 @@ import queue
 from datetime import timedelta
 from typing import Any
 
+import httpx
 from sqlalchemy import update
 
 from app.db import utcnow
 from app.teams.models import SessionAgent
-from tests.harness import RunningServer, make_account
-from tests.sessions.test_sessions_api import sse_stream  # noqa: F401  (the fixture)
+from tests.harness import RunningServer, add_key, make_account
+from tests.sessions.test_sessions_api import _read_until, sse_stream  # noqa: F401  (the fixture)
 from tests.teams.conftest import Agent
 
 
@@ -64,3 +65,31 @@ def test_an_agent_without_a_call_for_five_minutes_is_idle(api: RunningServer) ->
     agents = {a["agent"]: a for a in http.get("/v1/sessions/nap/agents").json()["agents"]}
     assert agents["sleeper"]["status"] == agents["sleeper"]["state"] == "idle" and agents["sleeper"]["joined"] is True
     assert agents["awake"]["state"] == "active"
+
+
+def test_a_key_bound_to_an_agent_hears_only_the_messages_meant_for_it(api: RunningServer) -> None:
+    """The owner's stream carries every message; a bound agent's carries what its inbox would get, as on MCP."""
+    owner = make_account(api)
+    qa_key = add_key(api, owner.user_id, session="heard", agent="qa")
+    with (
+        api.client(owner.key) as http,
+        httpx.Client(
+            base_url=api.base_url, headers={"Authorization": f"Bearer {qa_key.key}"}, timeout=httpx.Timeout(30.0)
+        ) as streams,
+    ):
+        dev, qa, ops = (Agent(http, "heard", name) for name in ("dev", "qa", "ops"))
+        dev.join("developer")
+        qa.join("tester")
+        ops.join("operator")
+
+        def conversation() -> None:
+            dev.send("ops", "dev to ops")  # between two others: never on qa's stream
+            dev.send("qa", "dev to qa")
+            ops.send("role:developer", "ops to the developers")
+            ops.send("*", "ops to everyone")
+            dev.send("role:tester", "dev to the testers")
+
+        with streams.stream("GET", "/v1/sessions/heard/events", params={"agent": "qa"}) as response:
+            assert response.status_code == 200, response.read()
+            heard = [e for e in _read_until(response, 3, after_ready=conversation) if e["kind"] == "message"]
+    assert [e["data"]["content"] for e in heard] == ["dev to qa", "ops to everyone", "dev to the testers"]
