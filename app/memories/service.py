@@ -625,34 +625,13 @@ class MemoryService:
                         record.metadata_ = dict(patch.metadata)
                     record.updated_at = utcnow()
                     if _edits(patch):
-                        session.add(
-                            MemoryEvent(
-                                memory_id=record.id,
-                                user_id=record.user_id,
-                                event="UPDATE",
-                                old_content=before.content,
-                                new_content=record.content,
-                                actor=actor,
-                                created_at=record.updated_at,
-                            )
-                        )
+                        session.add(_event(record, "UPDATE", actor, old_content=before.content))
                     if promotion is not None:
                         scope, key, role, detail = promotion
                         record.scope, record.visibility, record.role = scope, key, role
                         # The point's visibility key changes, so the whole point is written again.
                         await self.engine.upsert(await with_context(session, [record]))
-                        session.add(
-                            MemoryEvent(
-                                memory_id=record.id,
-                                user_id=record.user_id,
-                                event="PROMOTE",
-                                old_content=record.content,
-                                new_content=record.content,
-                                actor=actor,
-                                created_at=record.updated_at,
-                                detail=detail,
-                            )
-                        )
+                        session.add(_event(record, "PROMOTE", actor, detail=detail))
                 records = [record for record, _, _ in planned]
                 self._stamp(records)
                 await self._log(session, records, "upsert")
@@ -935,3 +914,19 @@ def _parsed(stamp: str) -> datetime | None:
 def _edits(patch: MemoryPatch) -> bool:
     """Whether a patch changes what a memory holds (content, tags, metadata), not only its reach."""
     return patch.content is not None or patch.tags is not None or patch.metadata is not None
+
+
+def _event(
+    record: MemoryRecord, kind: str, actor: str, *, old_content: str | None = None, detail: str | None = None
+) -> MemoryEvent:
+    """A history event of ``record`` as it is now (an UPDATE's ``old_content`` is the version it replaced)."""
+    return MemoryEvent(
+        memory_id=record.id,
+        user_id=record.user_id,
+        event=kind,
+        old_content=record.content if old_content is None else old_content,
+        new_content=record.content,
+        actor=actor,
+        created_at=record.updated_at,
+        detail=detail,
+    )
