@@ -458,7 +458,15 @@ def test_simple_commands_import_none_of_the_heavy_parts(tmp_path: Path) -> None:
     env = _env(tmp_path)
     assert _run(env, "migrate").returncode == 0
     user = _run(env, "users", "create", "light@example.test").stdout.strip()
-    for args in (["--help"], ["--version"], ["users", "list"], ["keys", "list", user], ["projects", "list"]):
+    simple = (
+        ["--help"],
+        ["--version"],
+        ["users", "list"],
+        ["keys", "list", user],
+        ["projects", "list"],
+        ["sync", "status"],
+    )
+    for args in simple:
         loaded = _imported(env, *args)
         heavy = sorted(name for name in loaded if name.split(".")[0] in HEAVY)
         assert heavy == [], f"engram {' '.join(args)} imported {heavy[:5]}"

@@ -10,7 +10,7 @@ import secrets
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -21,8 +21,10 @@ from app.settings import Settings
 from app.sync import credentials, links, timeouts
 from app.sync.changelog import head, load_node_id
 from app.sync.credentials import CredentialsRefused, NodeClient, SyncAuthError, Tokens
-from app.sync.runtime import SyncRuntime, open_sync
-from app.sync.worker import LinkRunner, SyncContext
+
+if TYPE_CHECKING:  # the runtime and the worker bring the model and the stores, which `sync status` never needs
+    from app.sync.runtime import SyncRuntime
+    from app.sync.worker import LinkRunner
 
 
 @asynccontextmanager
@@ -136,6 +138,8 @@ def run_once(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _once(args: argparse.Namespace, settings: Settings) -> int:
+    from app.sync.worker import LinkRunner, SyncContext
+
     if args.timeout <= 0:
         raise ValidationFailed("--timeout must be a positive number of seconds", field="timeout")
     async with _runtime(settings) as (runtime, db, engine):
@@ -178,6 +182,7 @@ async def _runtime(settings: Settings) -> AsyncIterator[tuple[SyncRuntime, Datab
     """The server's parts when the index is free; else the database alone (the running server's index follows it)."""
     from app.main import build_container, close_container
     from app.memories.engine import IndexInUse
+    from app.sync.runtime import open_sync
 
     try:
         container = await build_container(settings)

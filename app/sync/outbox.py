@@ -9,19 +9,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
 from app.errors import Conflict
-from app.memories.engine import MemoryEngine
 from app.memories.models import MemoryRecord
 from app.sync.changelog import head
 from app.sync.models import MemoryChange
 from app.sync.protocol import Cursor, SentChange, SentRecord, outgoing, packed_vector
 from app.sync.recent import RecentChanges
+
+if TYPE_CHECKING:  # the engine imports the model and the stores; `engram sync status` needs neither
+    from app.memories.engine import MemoryEngine
 
 
 class CursorAhead(Conflict):

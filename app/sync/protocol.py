@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import msgspec
-import numpy as np
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import Row
 
@@ -128,6 +127,8 @@ class VectorWire(_Strict):
 
 
 def encode_vector(model: str, vector: list[float]) -> VectorWire:
+    import numpy as np  # here, not at the top: `engram sync status` reads this module and needs no numpy
+
     return VectorWire(**packed_vector(model, np.asarray(vector, dtype="<f4").tobytes()))
 
 
