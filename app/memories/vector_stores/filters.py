@@ -11,6 +11,8 @@ import numpy as np
 import qdrant_edge as qe
 from qdrant_client import models
 
+from app.memories.vector_stores.base import TENANT_FIELD
+
 Scalar = str | int | float | bool
 
 
@@ -72,6 +74,13 @@ def parse_filters(filters: Mapping[str, Any] | None) -> list[Condition]:
         else:
             conditions.append(Condition(key, "eq", (_scalar(key, value),)))
     return conditions
+
+
+def idf_corpus(conditions: Sequence[Condition]) -> list[Condition]:
+    """The points a search measures how rare its words are over (BM25's IDF): the tenant's own, so that another
+    tenant's memories never move a tenant's scores. Narrower conditions (visibility, tags) stay out: every reader of
+    the tenant weighs a word alike. A filter naming no tenant measures over the whole collection."""
+    return [c for c in conditions if c.key == TENANT_FIELD]
 
 
 def _homogeneous(values: tuple[Scalar, ...], kind: type) -> bool:

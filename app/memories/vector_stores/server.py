@@ -27,7 +27,7 @@ from app.memories.vector_stores.base import (
     valid_uuid,
     wanted,
 )
-from app.memories.vector_stores.filters import FilterError, parse_filters, to_client_filter
+from app.memories.vector_stores.filters import FilterError, idf_corpus, parse_filters, to_client_filter
 
 log = logging.getLogger(__name__)
 
@@ -184,13 +184,16 @@ class ServerQdrantStore(Qdrant):
     ) -> list[Any]:
         """Hybrid, in two passes: as ``EdgeVectorStore.search``."""
         limit = wanted(top_k)
-        query_filter = to_client_filter(parse_filters(filters))
+        conditions = parse_filters(filters)
+        query_filter = to_client_filter(conditions)
+        corpus = to_client_filter(idf_corpus(conditions))
+        idf = models.SearchParams(idf=models.IdfCorpusParams(corpus=corpus)) if corpus is not None else None
         dense = builtins.list(vectors)
         sparse = lexical.query_vector(query or "")
         if sparse.indices:
-            first = self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, query_filter, with_payload=False)
+            first = self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, query_filter, idf, with_payload=False)
             sparse = hybrid.expand(sparse, [hybrid.lexical_of(p.vector) for p in first])
-        return self._hybrid(dense, sparse, limit, query_filter, with_payload=True)
+        return self._hybrid(dense, sparse, limit, query_filter, idf, with_payload=True)
 
     def _hybrid(
         self,
@@ -198,6 +201,7 @@ class ServerQdrantStore(Qdrant):
         sparse: lexical.Sparse,
         limit: int,
         query_filter: models.Filter | None,
+        idf: models.SearchParams | None,
         *,
         with_payload: bool,
     ) -> builtins.list[Any]:
@@ -208,7 +212,11 @@ class ServerQdrantStore(Qdrant):
             vector = models.SparseVector(indices=sparse.indices, values=sparse.values)
             prefetch.append(
                 models.Prefetch(
-                    query=vector, using=hybrid.LEXICAL, limit=hybrid.lexical_prefetch(limit), filter=query_filter
+                    query=vector,
+                    using=hybrid.LEXICAL,
+                    limit=hybrid.lexical_prefetch(limit),
+                    filter=query_filter,
+                    params=idf,  # on the prefetch that scores the sparse vector: the outer params reach none
                 )
             )
         hits = self.client.query_points(
