@@ -46,6 +46,21 @@ class ServerQdrantConfig(BaseModel):
     path: str | None = None
 
 
+# The lexical prefetch measures word rarity over the searching tenant's points alone (``SearchParams.idf`` with a
+# corpus, ``filters.idf_corpus``): Qdrant has it from 1.19 on. An older server does not know the parameter, and
+# every tenant's words would weigh in every tenant's scores.
+TENANT_IDF_SINCE = (1, 19)
+
+
+def scopes_idf_by_tenant(version: str) -> bool:
+    """Whether a Qdrant server of ``version`` (as its root endpoint reports it) measures IDF over a corpus filter."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= TENANT_IDF_SINCE
+
+
 def _locked(method: Callable[..., T]) -> Callable[..., T]:
     def wrapper(self: ServerQdrantStore, *args: Any, **kwargs: Any) -> T:
         with self._lock:
@@ -123,7 +138,17 @@ class ServerQdrantStore(Qdrant):
                     super().__init__(collection_name, embedding_model_dims, path=path, on_disk=True)
                 else:
                     client = QdrantClient(url=url, api_key=api_key)
+                    version = client.info().version
+                    if not scopes_idf_by_tenant(version):
+                        client.close()
+                        since = ".".join(map(str, TENANT_IDF_SINCE))
+                        raise StoreError(
+                            f"the Qdrant server at {url} is version {version}: Engram needs {since} or later "
+                            "(it measures how rare a word is among each tenant's own memories)"
+                        )
                     super().__init__(collection_name, embedding_model_dims, client=client, on_disk=True)
+        except StoreError:
+            raise
         except Exception as exc:
             raise StoreError(f"cannot open qdrant collection {collection_name!r}: {exc}") from exc
         self.is_local = local
