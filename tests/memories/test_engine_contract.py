@@ -664,3 +664,22 @@ async def test_another_tenants_memories_never_change_a_tenants_scores(engine: Me
     for n in range(30):
         await add(engine, f"Hiking trip {n}: hiking the mountains", user_id="theirs")
     assert await ranked() == before
+
+
+async def test_memories_a_reader_may_not_read_never_change_its_scores(engine: MemoryEngine) -> None:
+    # Within a tenant too: word rarity counts only what the reader may read, so another session's memories never
+    # move this session's scores (nor could its scores tell how often the other session uses a word).
+    for text in ("We hike in the Alps every summer", "The hiking boots need new laces", "Grandma visits at Christmas"):
+        await add(engine, text, user_id="mine")
+    await add(engine, "Trips booked for the offsite", user_id="mine", visibility="s:one")
+
+    async def ranked() -> list[tuple[str, float]]:
+        hits = await engine.search(
+            user_id="mine", query="hiking trips", visibilities=["user", "s:one"], limit=10, threshold=None
+        )
+        return [(h.id, round(h.score, 6)) for h in hits]
+
+    before = await ranked()
+    for n in range(30):
+        await add(engine, f"Hiking trip {n}: hiking the mountains", user_id="mine", visibility="s:two")
+    assert await ranked() == before

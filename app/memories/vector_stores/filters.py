@@ -76,11 +76,17 @@ def parse_filters(filters: Mapping[str, Any] | None) -> list[Condition]:
     return conditions
 
 
+# What decides whether a reader may read a point at all (``read_filter``); the rest of a filter only narrows a search.
+_ACCESS_FIELDS = (TENANT_FIELD, "visibility")
+
+
 def idf_corpus(conditions: Sequence[Condition]) -> list[Condition]:
-    """The points a search measures how rare its words are over (BM25's IDF): the tenant's own, so that another
-    tenant's memories never move a tenant's scores. Narrower conditions (visibility, tags) stay out: every reader of
-    the tenant weighs a word alike. A filter naming no tenant measures over the whole collection."""
-    return [c for c in conditions if c.key == TENANT_FIELD]
+    """The points a search measures how rare its words are over (BM25's IDF): those the reader may read, the
+    tenant's and within it the visibility keys it holds. Another tenant's memories, or another session's or agent's
+    it may not read, would otherwise move its scores, and its scores would tell how often they use a word. What only
+    narrows a search (scope, tags, metadata) stays out, or a tag naming three memories would weigh words among three.
+    A filter naming no tenant measures over the whole collection."""
+    return [c for c in conditions if c.key in _ACCESS_FIELDS]
 
 
 def _homogeneous(values: tuple[Scalar, ...], kind: type) -> bool:
