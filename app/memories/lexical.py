@@ -1,7 +1,8 @@
 """The lexical half of hybrid search: our tokenizer and the BM25 sparse vectors both stores keep beside the dense one.
 
 A document's vector holds BM25's term-frequency part for each token; Qdrant multiplies in the inverse document
-frequency itself (the sparse vector's IDF modifier), so the vector depends on the memory alone: its content, the
+frequency itself (the sparse vector's IDF modifier), measured over the memories the reader may read (the lexical
+prefetch's IDF corpus, ``filters.idf_corpus``), so the vector depends on the memory alone: its content, the
 content of the memory written just before it (``context``: a reply is found by the question it answers), the dates
 it carries (its metadata's date values and when it was created, so "when" and "in May" find it), and whether it is a
 section of an indexed document (long-form text, normalised for length as such). A pure function of those fields:

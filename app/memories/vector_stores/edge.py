@@ -32,7 +32,7 @@ from app.memories.vector_stores.base import (
     valid_uuid,
     wanted,
 )
-from app.memories.vector_stores.filters import FilterError, parse_filters, to_edge_filter
+from app.memories.vector_stores.filters import FilterError, idf_corpus, parse_filters, to_edge_filter
 
 log = logging.getLogger(__name__)
 
@@ -241,31 +241,41 @@ class EdgeVectorStore(VectorStoreBase):
         """Hybrid: the dense and the lexical prefetch fused by ``hybrid``'s formula inside the query, in two passes
         (the second with the first's feedback terms added to the lexical query)."""
         limit = wanted(top_k)
-        edge_filter = to_edge_filter(parse_filters(filters))
+        conditions = parse_filters(filters)
+        edge_filter = to_edge_filter(conditions)
+        corpus = to_edge_filter(idf_corpus(conditions))
+        idf = qe.SearchParams(idf=qe.IdfParams(corpus=corpus)) if corpus is not None else None
         dense = list(vectors)
         sparse = lexical.query_vector(query or "")
         if sparse.indices:
             first = self._read(
                 lambda shard: shard.query(
-                    self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, edge_filter, with_payload=False)
+                    self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, edge_filter, idf, with_payload=False)
                 )
             )
             sparse = hybrid.expand(sparse, [hybrid.lexical_of(h.vector) for h in first])
-        request = self._hybrid(dense, sparse, limit, edge_filter, with_payload=True)
+        request = self._hybrid(dense, sparse, limit, edge_filter, idf, with_payload=True)
         hits = self._read(lambda shard: shard.query(request))
         return [StoredPoint(str(h.id), dict(h.payload or {}), h.score) for h in hits]
 
     @staticmethod
     def _hybrid(
-        dense: builtins.list[float], sparse: lexical.Sparse, limit: int, edge_filter: Any, *, with_payload: bool
+        dense: builtins.list[float],
+        sparse: lexical.Sparse,
+        limit: int,
+        edge_filter: Any,
+        idf: qe.SearchParams | None,
+        *,
+        with_payload: bool,
     ) -> qe.QueryRequest:
         nearest = qe.Query.Nearest(dense, using=hybrid.DENSE)
         prefetches = [qe.Prefetch(limit=hybrid.dense_prefetch(limit), query=nearest)]
         if sparse.indices:
             vector = qe.SparseVector(sparse.indices, sparse.values)
-            prefetches.append(
-                qe.Prefetch(limit=hybrid.lexical_prefetch(limit), query=qe.Query.Nearest(vector, using=hybrid.LEXICAL))
-            )
+            lexical_query = qe.Query.Nearest(vector, using=hybrid.LEXICAL)
+            # ``idf`` must sit on the prefetch that scores the sparse vector: the outer request's params reach no
+            # prefetch.
+            prefetches.append(qe.Prefetch(limit=hybrid.lexical_prefetch(limit), query=lexical_query, params=idf))
         return qe.QueryRequest(
             limit=limit,
             prefetches=prefetches,

@@ -11,6 +11,8 @@ import numpy as np
 import qdrant_edge as qe
 from qdrant_client import models
 
+from app.memories.vector_stores.base import TENANT_FIELD
+
 Scalar = str | int | float | bool
 
 
@@ -72,6 +74,19 @@ def parse_filters(filters: Mapping[str, Any] | None) -> list[Condition]:
         else:
             conditions.append(Condition(key, "eq", (_scalar(key, value),)))
     return conditions
+
+
+# What decides whether a reader may read a point at all (``read_filter``); the rest of a filter only narrows a search.
+_ACCESS_FIELDS = (TENANT_FIELD, "visibility")
+
+
+def idf_corpus(conditions: Sequence[Condition]) -> list[Condition]:
+    """The points a search measures how rare its words are over (BM25's IDF): those the reader may read, the
+    tenant's and within it the visibility keys it holds. Another tenant's memories, or another session's or agent's
+    it may not read, would otherwise move its scores, and its scores would tell how often they use a word. What only
+    narrows a search (scope, tags, metadata) stays out, or a tag naming three memories would weigh words among three.
+    A filter naming no tenant measures over the whole collection."""
+    return [c for c in conditions if c.key in _ACCESS_FIELDS]
 
 
 def _homogeneous(values: tuple[Scalar, ...], kind: type) -> bool:

@@ -10,6 +10,9 @@ text that shares many words with questions it does not answer, while the questio
 docs' ("folder" for "directory"): there both terms count alike (bench/index.py, 20 questions on a docs tree: the right
 section in the top 3 for 14 with DENSE_WEIGHT, 17 for any weight from 0.45 to 0.55). A point one prefetch missed
 counts 0 for that term; the prefetches reach far past the caller's limit so that this rarely matters.
+
+bm25 weighs each word by its IDF among the memories the reader may read (``filters.idf_corpus``), in both passes:
+another tenant's memories never move a tenant's scores, nor which of its memories feed the second pass.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from app.memories.vector_stores.base import (
     valid_uuid,
     wanted,
 )
-from app.memories.vector_stores.filters import FilterError, parse_filters, to_client_filter
+from app.memories.vector_stores.filters import FilterError, idf_corpus, parse_filters, to_client_filter
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,21 @@ class ServerQdrantConfig(BaseModel):
     url: str | None = None
     api_key: str | None = None
     path: str | None = None
+
+
+# The lexical prefetch measures word rarity over the searching tenant's points alone (``SearchParams.idf`` with a
+# corpus, ``filters.idf_corpus``): Qdrant has it from 1.19 on. An older server does not know the parameter, and
+# every tenant's words would weigh in every tenant's scores.
+TENANT_IDF_SINCE = (1, 19)
+
+
+def scopes_idf_by_tenant(version: str) -> bool:
+    """Whether a Qdrant server of ``version`` (as its root endpoint reports it) measures IDF over a corpus filter."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= TENANT_IDF_SINCE
 
 
 def _locked(method: Callable[..., T]) -> Callable[..., T]:
@@ -123,7 +138,17 @@ class ServerQdrantStore(Qdrant):
                     super().__init__(collection_name, embedding_model_dims, path=path, on_disk=True)
                 else:
                     client = QdrantClient(url=url, api_key=api_key)
+                    version = client.info().version
+                    if not scopes_idf_by_tenant(version):
+                        client.close()
+                        since = ".".join(map(str, TENANT_IDF_SINCE))
+                        raise StoreError(
+                            f"the Qdrant server at {url} is version {version}: Engram needs {since} or later "
+                            "(it measures how rare a word is among each tenant's own memories)"
+                        )
                     super().__init__(collection_name, embedding_model_dims, client=client, on_disk=True)
+        except StoreError:
+            raise
         except Exception as exc:
             raise StoreError(f"cannot open qdrant collection {collection_name!r}: {exc}") from exc
         self.is_local = local
@@ -184,13 +209,16 @@ class ServerQdrantStore(Qdrant):
     ) -> list[Any]:
         """Hybrid, in two passes: as ``EdgeVectorStore.search``."""
         limit = wanted(top_k)
-        query_filter = to_client_filter(parse_filters(filters))
+        conditions = parse_filters(filters)
+        query_filter = to_client_filter(conditions)
+        corpus = to_client_filter(idf_corpus(conditions))
+        idf = models.SearchParams(idf=models.IdfCorpusParams(corpus=corpus)) if corpus is not None else None
         dense = builtins.list(vectors)
         sparse = lexical.query_vector(query or "")
         if sparse.indices:
-            first = self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, query_filter, with_payload=False)
+            first = self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, query_filter, idf, with_payload=False)
             sparse = hybrid.expand(sparse, [hybrid.lexical_of(p.vector) for p in first])
-        return self._hybrid(dense, sparse, limit, query_filter, with_payload=True)
+        return self._hybrid(dense, sparse, limit, query_filter, idf, with_payload=True)
 
     def _hybrid(
         self,
@@ -198,6 +226,7 @@ class ServerQdrantStore(Qdrant):
         sparse: lexical.Sparse,
         limit: int,
         query_filter: models.Filter | None,
+        idf: models.SearchParams | None,
         *,
         with_payload: bool,
     ) -> builtins.list[Any]:
@@ -208,7 +237,11 @@ class ServerQdrantStore(Qdrant):
             vector = models.SparseVector(indices=sparse.indices, values=sparse.values)
             prefetch.append(
                 models.Prefetch(
-                    query=vector, using=hybrid.LEXICAL, limit=hybrid.lexical_prefetch(limit), filter=query_filter
+                    query=vector,
+                    using=hybrid.LEXICAL,
+                    limit=hybrid.lexical_prefetch(limit),
+                    filter=query_filter,
+                    params=idf,  # on the prefetch that scores the sparse vector: the outer params reach none
                 )
             )
         hits = self.client.query_points(
