@@ -1,13 +1,12 @@
 """Retrieval quality on LoCoMo's dev split, through a real `engram serve` over HTTP.
 
-    .venv/bin/python bench/quality.py [--data ../shared/data/locomo-dev.zip] [--rerank] [--out result.json]
+    .venv/bin/python bench/quality.py [--data ../shared/data/locomo-dev.zip] [--out result.json] [--keep DIR]
 
 Each conversation belongs to its own user. Every dialog turn is stored through `POST /v1/memories` as one memory,
 content "<speaker>: <text>", metadata {"dia_id", "date": the session's date_time}. Every answerable question
 (categories 1-4) is sent as-is to `POST /v1/memories/search` with `limit` 10 and nothing else. A question is found at
 k when every one of its evidence turns is among the first k results (strict recall@k). Prints recall@5 and @10
-overall and per category, and the p50/p99 latency of the searches; with --rerank, the same questions again with
-`"rerank": true`.
+overall and per category, and the p50/p99 latency of the searches.
 """
 
 from __future__ import annotations
@@ -148,7 +147,6 @@ def report(title: str, outcome: Outcome) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--rerank", action="store_true", help="also run every question with rerank: true")
     parser.add_argument("--out", type=Path, help="write the figures and the misses as JSON")
     parser.add_argument("--keep", type=Path, help="use (and keep) this data directory instead of a temporary one")
     args = parser.parse_args()
@@ -179,7 +177,7 @@ def main() -> None:
                 list(pool.map(lambda c: store(clients[c.name], c), conversations))
             turns = sum(len(c.turns) for c in conversations)
             print(f"stored {turns} turns in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-            runs = [("default search", {})] + ([("rerank: true", {"rerank": True})] if args.rerank else [])
+            runs: list[tuple[str, dict[str, Any]]] = [("default search", {})]
             results: dict[str, Any] = {}
             for title, extra in runs:
                 outcome = Outcome()
