@@ -93,9 +93,8 @@ def open_memory(
         ),
         vector_store=VectorStoreConfig.model_construct(provider=provider, config=store_config),
         llm=llm,
-        # mem0's own history and message log; Engram keeps the real history in its database.
-        # In memory: mem0's history is a second, unbounded copy of ours, and writing it costs a disk sync per add.
-        # (It also feeds recent messages to infer, which then only sees this process's.)
+        # mem0's own message log (recent messages, for infer: it then only sees this process's); its history is
+        # not kept at all (``_MessagesOnly``): Engram keeps the real history in its database.
         history_db_path=":memory:",
         reranker=None,
         version="v1.1",
@@ -175,6 +174,15 @@ def _memory_class() -> type[Memory]:
     from mem0 import Memory
 
     class EngramMemory(Memory):
+        # mem0 (re)creates its SQLite store in __init__ and reset(): whatever it makes is kept without its history.
+        @property
+        def db(self) -> Any:
+            return self.__dict__.get("_engram_db")
+
+        @db.setter
+        def db(self, manager: Any) -> None:
+            self.__dict__["_engram_db"] = None if manager is None else _MessagesOnly(manager)
+
         def _has_advanced_operators(self, filters: dict[str, Any]) -> bool:
             # mem0 would rewrite filters with operators before they reach the store, and in doing so merge the
             # conditions of an AND on one key into the last one ({"AND": [{"tags": "a"}, {"tags": "b"}]} becomes
@@ -182,6 +190,27 @@ def _memory_class() -> type[Memory]:
             return False
 
     return EngramMemory
+
+
+class _MessagesOnly:
+    """mem0's SQLite store without its history: Engram keeps every memory's history in its own database, and mem0's
+    copy (one row per write, in memory, never pruned) only grew with every add for as long as the server ran. The
+    recent-messages log mem0 gives infer as context stays (it keeps ten per scope)."""
+
+    def __init__(self, manager: Any) -> None:
+        self._manager = manager
+
+    def add_history(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def batch_add_history(self, records: Any) -> None:
+        return None
+
+    def get_history(self, memory_id: str) -> list[dict[str, Any]]:
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._manager, name)
 
 
 def __getattr__(name: str) -> Any:
