@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from tests.harness import RunningServer, make_account
+from tests.sync.test_link import edge, node  # noqa: F401  (an edge and a node, for the deleted-account sync test)
 from tests.web.conftest import browser, chromium  # noqa: F401  (the pages' fixtures, for the dashboard's routes)
 
 

@@ -5,32 +5,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.sync.processes import Deployment, HostedEdge
-from tests.sync.test_link import contents, hosted_edge, link_of, until
+from tests.sync.test_link import contents, link_of, until
 from tests.web.conftest import PASSWORD, Browser
-
-
-@pytest.fixture(scope="module")
-def edge(tmp_path_factory: pytest.TempPathFactory, pg_server: str, embedder: Any) -> Iterator[HostedEdge]:
-    with hosted_edge(tmp_path_factory, embedder) as server:
-        yield server
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[Deployment]:
-    deployment = Deployment(tmp_path / "node")
-    deployment.setup()
-    try:
-        yield deployment
-    finally:
-        deployment.stop()
 
 
 def _edge_requests(edge: HostedEdge) -> int:
