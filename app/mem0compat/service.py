@@ -20,9 +20,10 @@ from app.identity import Identity, validate_name
 from app.mem0compat import filters as mem0_filters
 from app.mem0compat.mapping import APP_ID_KEY, split_metadata, to_mem0
 from app.mem0compat.repository import ever_named, live_records
+from app.memories.records import to_out
 from app.memories.schemas import MAX_END_USER, MemoryIn, MemoryPatch, SearchIn
 from app.memories.scopes import readable_keys
-from app.memories.service import MemoryService, resolve_identity, to_out
+from app.memories.service import MemoryService, resolve_identity
 
 # Deletes go in chunks: each is all or none, as Engram's own batch delete is.
 DELETE_CHUNK = 100

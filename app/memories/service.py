@@ -7,8 +7,6 @@ Writes go index-first because mem0 chooses the memory ids; a failed database com
 
 from __future__ import annotations
 
-import base64
-import binascii
 import builtins
 import logging
 import uuid
@@ -16,7 +14,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -26,8 +24,18 @@ from app.db import Database, utcnow
 from app.errors import Conflict, MemoryTooLarge, NotFound, PayloadTooLarge, ValidationFailed
 from app.identity import Identity
 from app.memories import repository
-from app.memories.engine import IndexedMemory, MemoryEngine
-from app.memories.models import MemoryEvent, MemoryRecord, StoredMemory
+from app.memories.engine import MemoryEngine
+from app.memories.events import actor_of, edits, history_event, log_added, mark_deleted
+from app.memories.models import MemoryRecord
+from app.memories.records import (
+    CONTEXT_WINDOW,
+    decode_cursor,
+    encode_cursor,
+    index_time,
+    to_indexed,
+    to_out,
+    with_context,
+)
 from app.memories.schemas import (
     HISTORY_PAGE,
     MAX_EVENT_ID,
@@ -64,10 +72,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A memory is indexed with the one written just before it in the same place, if that is at most this much older:
-# memories written in one stretch are one conversation, and a reply is found by the words of what it answers.
-CONTEXT_WINDOW = timedelta(minutes=30)
-
 # The most rows one query reads while a tag filter scans for matches (a page of 200 starts at 800).
 MAX_TAG_SCAN_BATCH = 4000
 
@@ -96,64 +100,6 @@ class Limits:
     max_batch_size: int
     # The search threshold when a request names none (calibrated: see the README's "Search").
     search_threshold: float = 0.05
-
-
-def to_out(record: MemoryRecord) -> MemoryOut:
-    return MemoryOut(
-        id=record.id,
-        content=record.content,
-        scope=record.scope,
-        visibility=visibility_of(record.visibility),
-        role=record.role,
-        tags=list(record.tags or []),
-        metadata=dict(record.metadata_ or {}),
-        session=record.session,
-        agent=record.agent,
-        end_user=record.end_user,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        source=source_of(record.metadata_),
-    )
-
-
-def to_indexed(record: StoredMemory, context: str | None = None) -> IndexedMemory:
-    return IndexedMemory(
-        id=record.id,
-        user_id=record.user_id,
-        visibility=record.visibility,
-        scope=record.scope,
-        session=record.session,
-        agent=record.agent,
-        content=record.content,
-        tags=list(record.tags or []),
-        metadata=dict(record.metadata_ or {}),
-        created_at=record.created_at.isoformat(),
-        context=context or "",
-        end_user=record.end_user,
-        updated_at=record.updated_at.isoformat() if record.updated_at else "",
-    )
-
-
-async def with_context(session: AsyncSession, records: Sequence[StoredMemory]) -> list[IndexedMemory]:
-    """Records as the index holds them: each with its neighbour context (see ``lexical``)."""
-    contexts = await repository.previous_contents(session, records, within=CONTEXT_WINDOW)
-    return [to_indexed(r, contexts.get(r.id)) for r in records]
-
-
-def encode_cursor(record: MemoryRecord) -> str:
-    return base64.urlsafe_b64encode(f"{record.created_at.isoformat()}|{record.id}".encode()).decode()
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        created, _, memory_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        when = datetime.fromisoformat(created)
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise ValidationFailed("cursor is not one this API returned", field="cursor") from exc
-    # Every cursor this API returns carries an offset; a naive time cannot be compared with the stored ones.
-    if when.tzinfo is None or not memory_id:
-        raise ValidationFailed("cursor is not one this API returned", field="cursor")
-    return when, memory_id
 
 
 def resolve_identity(
@@ -300,7 +246,7 @@ class MemoryService:
                 self._stamp(records)
                 session.add_all(records)
                 await session.flush()
-                _log_added(session, principal, records)
+                log_added(session, principal, records)
                 await self._log(session, records, "upsert")
 
             await self.db.write(store)
@@ -392,8 +338,8 @@ class MemoryService:
                 self._stamp(records)
                 session.add_all(records)
                 await session.flush()
-                _log_added(session, principal, records)
-                _mark_deleted(session, principal, who, old, now)
+                log_added(session, principal, records)
+                mark_deleted(session, principal, who, old, now)
                 self._stamp(old)
                 await session.flush()
                 await self._log(session, records, "upsert")
@@ -477,7 +423,7 @@ class MemoryService:
                     agent=memory.agent,
                     end_user=memory.end_user,
                     created_at=datetime.fromisoformat(memory.created_at),
-                    updated_at=_parsed(memory.updated_at),
+                    updated_at=index_time(memory.updated_at),
                     source=source_of(memory.metadata),
                 )
             )
@@ -593,7 +539,7 @@ class MemoryService:
     ) -> builtins.list[MemoryOut]:
         principal.require_write()
         for patch in patches.values():
-            if not _edits(patch) and patch.scope is None and patch.visibility is None:
+            if not edits(patch) and patch.scope is None and patch.visibility is None:
                 raise ValidationFailed("nothing to update: give content, tags, metadata, scope or visibility")
             self._check_fields(patch.content, patch.tags, patch.metadata)
         who = resolve_identity(principal, identity, None, None)
@@ -605,7 +551,7 @@ class MemoryService:
                 for memory_id, patch in patches.items():
                     record = await self._readable(session, principal, who, memory_id)
                     planned.append((record, patch, await self._promotion(record, patch)))
-                actor = _actor(principal, who.session, who.agent)
+                actor = actor_of(principal, who.session, who.agent)
                 for record, patch, promotion in planned:
                     before = MemoryRecord(**{c: getattr(record, c) for c in _RECORD_COLUMNS})
                     touched.append(before)
@@ -624,14 +570,14 @@ class MemoryService:
                     if patch.metadata is not None:
                         record.metadata_ = dict(patch.metadata)
                     record.updated_at = utcnow()
-                    if _edits(patch):
-                        session.add(_event(record, "UPDATE", actor, old_content=before.content))
+                    if edits(patch):
+                        session.add(history_event(record, "UPDATE", actor, old_content=before.content))
                     if promotion is not None:
                         scope, key, role, detail = promotion
                         record.scope, record.visibility, record.role = scope, key, role
                         # The point's visibility key changes, so the whole point is written again.
                         await self.engine.upsert(await with_context(session, [record]))
-                        session.add(_event(record, "PROMOTE", actor, detail=detail))
+                        session.add(history_event(record, "PROMOTE", actor, detail=detail))
                 records = [record for record, _, _ in planned]
                 self._stamp(records)
                 await self._log(session, records, "upsert")
@@ -682,7 +628,7 @@ class MemoryService:
                 for record in records:
                     await self.engine.delete(user_id=principal.user_id, memory_id=record.id)
                     removed.append(record)
-                _mark_deleted(session, principal, who, records, utcnow())
+                mark_deleted(session, principal, who, records, utcnow())
                 self._stamp(records)
                 await session.flush()
                 await self._log(session, records, "delete")
@@ -799,7 +745,7 @@ class MemoryService:
                 self._stamp(fresh)
                 session.add_all(fresh)
                 await session.flush()
-                _log_added(session, principal, fresh)
+                log_added(session, principal, fresh)
                 await self._log(session, fresh, "upsert")
 
             await self.db.write(store)
@@ -863,70 +809,3 @@ def _entities(entities: Mapping[str, Sequence[str]] | None, end_user: str | None
         allowed = merged.get("end_user")
         merged["end_user"] = [end_user] if allowed is None or end_user in allowed else []
     return merged or None
-
-
-def _log_added(session: AsyncSession, principal: Principal, records: Sequence[MemoryRecord]) -> None:
-    """Record the ADD of new memory rows, in the transaction that writes them."""
-    session.add_all(
-        MemoryEvent(
-            memory_id=r.id,
-            user_id=r.user_id,
-            event="ADD",
-            new_content=r.content,
-            actor=_actor(principal, r.session, r.agent),
-            created_at=r.created_at,
-        )
-        for r in records
-    )
-
-
-def _mark_deleted(
-    session: AsyncSession, principal: Principal, who: Identity, records: Sequence[MemoryRecord], now: datetime
-) -> None:
-    """Mark memory rows deleted and record each DELETE, in the transaction that deletes them."""
-    for record in records:
-        record.deleted_at = now
-        session.add(
-            MemoryEvent(
-                memory_id=record.id,
-                user_id=record.user_id,
-                event="DELETE",
-                old_content=record.content,
-                actor=_actor(principal, who.session, who.agent),
-                created_at=now,
-            )
-        )
-
-
-def _actor(principal: Principal, session: str | None, agent: str | None) -> str:
-    who = principal.user_id if session is None else f"{principal.user_id}/{session}/{agent or '-'}"
-    return f"{who} via {principal.key_id or principal.via}"
-
-
-def _parsed(stamp: str) -> datetime | None:
-    """An ISO 8601 time from the index payload; None where the index does not say (points from older versions)."""
-    try:
-        return datetime.fromisoformat(stamp) if stamp else None
-    except ValueError:
-        return None
-
-
-def _edits(patch: MemoryPatch) -> bool:
-    """Whether a patch changes what a memory holds (content, tags, metadata), not only its reach."""
-    return patch.content is not None or patch.tags is not None or patch.metadata is not None
-
-
-def _event(
-    record: MemoryRecord, kind: str, actor: str, *, old_content: str | None = None, detail: str | None = None
-) -> MemoryEvent:
-    """A history event of ``record`` as it is now (an UPDATE's ``old_content`` is the version it replaced)."""
-    return MemoryEvent(
-        memory_id=record.id,
-        user_id=record.user_id,
-        event=kind,
-        old_content=record.content if old_content is None else old_content,
-        new_content=record.content,
-        actor=actor,
-        created_at=record.updated_at,
-        detail=detail,
-    )

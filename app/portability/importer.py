@@ -23,8 +23,8 @@ from app.identity import Identity, validate_name
 from app.memories.engine import MemoryEngine
 from app.memories.models import MemoryEvent, MemoryRecord
 from app.memories.points import is_uuid
+from app.memories.records import with_context
 from app.memories.scopes import PRIVATE_PREFIX, visibility_key
-from app.memories.service import with_context
 from app.portability import session_records
 from app.portability.format import (
     AgentLine,

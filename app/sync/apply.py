@@ -38,7 +38,7 @@ from app.db import Database
 from app.errors import Conflict, Forbidden, MemoryTooLarge, ValidationFailed
 from app.memories.engine import IndexedMemory, MemoryEngine
 from app.memories.models import MemoryRecord, NewMemory, StoredMemory
-from app.memories.service import with_context
+from app.memories.records import with_context
 from app.quotas.service import Quotas
 from app.sync import hlc as hlc_codec
 from app.sync.changelog import DELETE, UPSERT, ChangeLog, Op

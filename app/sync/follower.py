@@ -25,7 +25,7 @@ from sqlalchemy import select
 from app.db import Database
 from app.memories.engine import MemoryEngine
 from app.memories.models import MemoryRecord
-from app.memories.service import with_context
+from app.memories.records import with_context
 from app.sync.changelog import ChangeFeed, head
 from app.sync.models import MemoryChange
 
