@@ -16,10 +16,11 @@ travel: a sender sends a memory's current version, so over one link a memory's v
 and a memory reaches other nodes only through the edge, their hub. A memory the edge never had was made and
 deleted on one node before that node pushed it, so no one else holds any version of it, and that node sends none
 older than its delete. (A node linked to several edges relays: an older version of such a memory can reach an
-edge through it, but the relay sends the delete on too once it holds it, and the delete wins here then.) The one
-order it depends on: a push of the memory's older version still in flight when its sender's next push, with the
-delete, lands first, as a retry after a timeout can be on another instance of the edge. Pulled changes (a node
-applying its edge's) keep every tombstone, so a node that relays passes every delete on.
+edge through it, but the relay sends the delete on too once it holds it, and the delete wins here then.) One order
+remains: a push of the memory's older version still in flight when its sender's next push, with the delete, lands
+first, as a retry after a timeout can on another instance of the edge. For that, a discarded delete's version is
+kept for a while (``app.sync.discards``), and an older version of that memory loses to it as to a tombstone. Pulled
+changes (a node applying its edge's) keep every tombstone, so a node that relays passes every delete on.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from app.memories.records import with_context
 from app.quotas.service import Quotas
 from app.sync import hlc as hlc_codec
 from app.sync.changelog import DELETE, UPSERT, ChangeLog, Op
+from app.sync.discards import discarded_lately, remember_discards
 from app.sync.history import EventRow, Loss, conflict_events, event, insert_events, keep_newest_conflicts
 from app.sync.protocol import Incoming
 from app.text import check_text
@@ -78,6 +80,9 @@ class _Plan:
     # A node's push: deletes of memories never held here are discarded (see the module docstring).
     pushed: bool = False
     discarded: set[str] = field(default_factory=set)
+    # The versions of such deletes: kept a while (``DISCARDS_KEPT``); ``remembered`` are those kept before.
+    discards: dict[str, tuple[int, str]] = field(default_factory=dict)
+    remembered: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class Applier:
@@ -154,6 +159,8 @@ class Applier:
                 for row in rows.values():
                     if row.user_id != user_id:
                         raise Forbidden(f"memory {row.id} cannot be written with this account's credentials")
+                if pushed:
+                    plan.remembered = await discarded_lately(session, user_id, [i for i in ids if i not in rows])
                 held = await with_context(session, [r for r in rows.values() if r.deleted_at is None])
                 before = {mid: None for mid in rows} | {m.id: m for m in held}
                 # Nothing reaches the database before the quota is reserved: it counts what is stored already.
@@ -187,6 +194,8 @@ class Applier:
                 elif plan.events:
                     await insert_events(session, plan.events)
                     await keep_newest_conflicts(session, user_id, conflicted, self.max_conflicts)
+                if plan.discards:
+                    await remember_discards(session, user_id, plan.discards)
                 if finish is not None:
                     await finish(session)
         except IntegrityError as exc:
@@ -207,8 +216,21 @@ class Applier:
         record = rows.get(change.memory_id)
         wire = change.record
         actor = f"{user_id} via sync from {change.origin}"
-        if record is None and plan.pushed and (change.op == DELETE or change.memory_id in plan.discarded):
-            # Its newest version in the batch (seen first) is a delete: this one or an older one that lost to it.
+        if (
+            record is None
+            and plan.pushed
+            and (
+                change.op == DELETE
+                or change.memory_id in plan.discarded
+                or (change.hlc, change.origin) < plan.remembered.get(change.memory_id, (-1, ""))
+            )
+        ):
+            # Its newest version in the batch (seen first) is a delete: this one or an older one that lost to it;
+            # or it is older than a delete discarded lately (a push that was still in flight when that one landed).
+            if change.op == DELETE and change.memory_id not in plan.discarded:
+                plan.discards[change.memory_id] = max(
+                    (change.hlc, change.origin), plan.remembered.get(change.memory_id, (-1, ""))
+                )
             plan.discarded.add(change.memory_id)
             plan.result.discarded += 1
             return

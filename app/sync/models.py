@@ -100,3 +100,18 @@ class SyncPeer(Base):
     last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     cut_off_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class DiscardedDelete(Base):
+    """A pushed delete of a memory this edge never had: no memory is stored for it (``app.sync.apply``), but its
+    version is kept for a while, so that an older version of that memory still in flight (a push retried on another
+    instance while the first attempt was slow) loses to it instead of bringing the memory back."""
+
+    __tablename__ = "sync_discarded_deletes"
+    __table_args__ = (Index("ix_sync_discarded_deletes_user_time", "user_id", "discarded_at"),)
+
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    memory_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    hlc: Mapped[int] = mapped_column(BigInteger)
+    origin: Mapped[str] = mapped_column(String(40))
+    discarded_at: Mapped[datetime] = mapped_column(default=utcnow)

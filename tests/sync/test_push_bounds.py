@@ -5,17 +5,20 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select, text
+from sqlalchemy import event, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.principal import Principal
+from app.db import utcnow
 from app.errors import Forbidden, QuotaExceeded
 from app.memories.models import MemoryEvent, MemoryRecord
-from app.sync.models import MemoryChange
+from app.sync.discards import DISCARDS_KEPT
+from app.sync.models import DiscardedDelete, MemoryChange
 from app.sync.protocol import MAX_BATCH, ChangeWire, PushIn, PushOut
 from tests.sync.conftest import Node, node_settings, open_node
 from tests.sync.test_apply import change, received
@@ -85,6 +88,43 @@ async def test_deletes_of_memories_the_edge_never_had_store_nothing_and_do_not_c
         [deleted] = [r for r in await edge.records(who.user_id) if r.deleted_at is not None]
         assert deleted.id == five[0].memory_id
         assert (await push(edge, who, [change(str(uuid.uuid4()), 1, "n_a", content="room again")])).applied == 1
+
+
+@pytest.mark.anyio
+async def test_an_older_version_arriving_after_its_discarded_delete_does_not_bring_the_memory_back(
+    tmp_path: Path, database_url: str | None, embedder: Any
+) -> None:
+    """A node's push with a memory's first version was slow; it timed out, and the retry (the memory deleted by then,
+    so it sent only the delete) landed first, on another instance. The slow first attempt must lose to that delete."""
+    async with edge_on(tmp_path, database_url, embedder) as edge:
+        who, other = await edge.user(), await edge.user()
+        memory_id, theirs = str(uuid.uuid4()), str(uuid.uuid4())
+        retry = await push(edge, who, [change(memory_id, 2, "n_a", "delete", "draft")])
+        assert (retry.applied, retry.discarded) == (0, 1)
+        late = await push(edge, who, [change(memory_id, 1, "n_a", content="draft")])
+        assert (late.applied, late.discarded) == (0, 1)
+        assert await edge.records(who.user_id) == [], "the deleted memory stays deleted"
+        assert await stored_rows(edge) == (0, 0, 0)
+
+        # A newer version is a write like any other: it wins over the delete.
+        again = await push(edge, who, [change(memory_id, 3, "n_a", content="written again")])
+        assert again.applied == 1
+        assert [r.content for r in await edge.records(who.user_id)] == ["written again"]
+
+        # What one tenant's discarded deletes say never decides another's writes.
+        assert (await push(edge, who, [change(theirs, 2, "n_a", "delete", "x")])).discarded == 1
+        assert (await push(edge, other, [change(theirs, 1, "n_b", content="mine")])).applied == 1
+
+        # The versions are kept for DISCARDS_KEPT only (a sender gave up on any attempt long before).
+        forgotten = str(uuid.uuid4())
+        assert (await push(edge, who, [change(forgotten, 2, "n_a", "delete", "x")])).discarded == 1
+        async with edge.container.db.session() as session:
+            await session.execute(
+                update(DiscardedDelete)
+                .where(DiscardedDelete.memory_id == forgotten)
+                .values(discarded_at=utcnow() - DISCARDS_KEPT - timedelta(seconds=1))
+            )
+        assert (await push(edge, who, [change(forgotten, 1, "n_a", content="long after")])).applied == 1
 
 
 async def conflicts_of(node: Node, who: Principal, memory_id: str) -> list[str | None]:
