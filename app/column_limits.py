@@ -4,8 +4,7 @@ driver's overflow (SQLite's OverflowError, asyncpg's DataError): a 500, or a 422
 
 from __future__ import annotations
 
-# PostgreSQL's ``integer``: memory_events.id and session_messages.id (and reply_to) are 32-bit there.
-MAX_INT32 = 2**31 - 1
-# ``bigint``, and every SQLite integer: the change log's seq, an hlc, JSON numbers compared in SQL.
+# ``bigint``, and every SQLite integer: event and message ids, the change log's seq, an hlc, JSON numbers compared in
+# SQL.
 MAX_INT64 = 2**63 - 1
 MIN_INT64 = -(2**63)

@@ -9,7 +9,19 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Connection, DateTime, Engine, Executable, MetaData, Row, TypeDecorator, event
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Connection,
+    DateTime,
+    Engine,
+    Executable,
+    Integer,
+    MetaData,
+    Row,
+    TypeDecorator,
+    event,
+)
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
@@ -52,6 +64,12 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is not None and value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value
+
+
+# An id that may outgrow 32 bits (an event or a message per write, for years), and the columns that name one:
+# BIGINT (BIGSERIAL as a key) on PostgreSQL; INTEGER on SQLite, which is 64-bit there and the only type SQLite
+# autoincrements as a primary key.
+BIG_ID = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class Base(DeclarativeBase):

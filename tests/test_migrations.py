@@ -68,3 +68,43 @@ def test_models_and_migrations_agree(tmp_path: Path) -> None:
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == []
+
+
+@pytest.mark.postgres
+def test_models_and_migrations_agree_on_postgres(pg_server: str) -> None:
+    """Types differ between the two (64-bit ids are BIGINT here, INTEGER on SQLite): PostgreSQL is compared too."""
+    import uuid
+
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import Connection, text
+
+    from app.db import Base, create_engine
+    from app.models import load_all_models
+    from tests.conftest import PG_HOST, PG_PORT, PG_USER, _admin_execute
+
+    def compare(conn: Connection) -> tuple[list[object], dict[str, str]]:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        rows = conn.execute(text("SELECT sequencename, data_type::text FROM pg_sequences")).all()
+        return diff, {str(name): str(kind) for name, kind in rows}
+
+    async def read(url: str) -> tuple[list[object], dict[str, str]]:
+        engine = create_engine(url)
+        try:
+            async with engine.connect() as conn:
+                return await conn.run_sync(compare)
+        finally:
+            await engine.dispose()
+
+    name = f"engram_cmp_{uuid.uuid4().hex[:10]}"
+    _admin_execute(f'CREATE DATABASE "{name}"')
+    try:
+        url = f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+        upgrade_to_head(url)
+        load_all_models()
+        diff, sequences = asyncio.run(read(url))
+    finally:
+        _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert diff == []
+    # A serial's sequence has a type of its own: an integer one would stop at 2**31 - 1 under a BIGINT column.
+    assert sequences["memory_events_id_seq"] == sequences["session_messages_id_seq"] == "bigint"

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import BigInteger, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import BIG_ID, Base, utcnow
 
 
 class MemoryRecord(Base):
@@ -79,7 +79,7 @@ class MemoryEvent(Base):
 
     __tablename__ = "memory_events"
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True, autoincrement=True)
     memory_id: Mapped[str] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"), index=True)
     user_id: Mapped[str] = mapped_column(String(64))
     event: Mapped[str] = mapped_column(String(16))

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from app.column_limits import MAX_INT32
+from app.column_limits import MAX_INT64
 from app.identity import MAX_NAME, NAME_PATTERN
 from app.json_body import JsonIn
 from app.memories.lexical import DOCUMENT_KIND
@@ -246,9 +246,9 @@ class HistoryEntry(BaseModel):
 # A memory's history comes a page at a time: losing sync versions and edits can make it long.
 HISTORY_PAGE = 100
 MAX_HISTORY_PAGE = 1000
-# The largest event id: memory_events.id is a PostgreSQL integer. A larger cursor is the caller's mistake, not a
-# value to hand the driver (SQLite's OverflowError past 64 bits, asyncpg's DataError past 32: a 500).
-MAX_EVENT_ID = MAX_INT32
+# The largest event id: memory_events.id is a 64-bit integer. A larger cursor is the caller's mistake, not a value
+# to hand the driver (SQLite's OverflowError and asyncpg's DataError past 64 bits: a 500).
+MAX_EVENT_ID = MAX_INT64
 
 
 class HistoryResponse(BaseModel):

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
-
-# SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL gets a BIGSERIAL.
-SEQ = BigInteger().with_variant(Integer(), "sqlite")
+from app.db import BIG_ID, Base, utcnow
 
 
 class SyncNode(Base):
@@ -33,7 +30,7 @@ class MemoryChange(Base):
     __tablename__ = "memory_changes"
     __table_args__ = (Index("ix_memory_changes_user_seq", "user_id", "seq"), {"sqlite_autoincrement": True})
 
-    seq: Mapped[int] = mapped_column(SEQ, primary_key=True, autoincrement=True)
+    seq: Mapped[int] = mapped_column(BIG_ID, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     memory_id: Mapped[str] = mapped_column(String(36))
     op: Mapped[str] = mapped_column(String(8))

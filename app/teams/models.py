@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import JSON, ForeignKey, ForeignKeyConstraint, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import BIG_ID, Base, utcnow
 
 
 class SessionAgent(Base):
@@ -38,7 +38,7 @@ class SessionMessage(Base):
     __tablename__ = "session_messages"
     __table_args__ = (Index("ix_session_messages_user_session", "user_id", "session", "id"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     session: Mapped[str] = mapped_column(String(64))
     sender: Mapped[str] = mapped_column(String(64))
@@ -46,7 +46,7 @@ class SessionMessage(Base):
     kind: Mapped[str] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text)
     attachments: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    reply_to: Mapped[int | None] = mapped_column(default=None)
+    reply_to: Mapped[int | None] = mapped_column(BIG_ID, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -57,7 +57,7 @@ class MessageRead(Base):
     __table_args__ = (Index("ix_session_message_reads_reader", "user_id", "session", "agent"),)
 
     message_id: Mapped[int] = mapped_column(
-        ForeignKey("session_messages.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+        BIG_ID, ForeignKey("session_messages.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
     )
     agent: Mapped[str] = mapped_column(String(64), primary_key=True)
     user_id: Mapped[str] = mapped_column(String(64))

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, computed_field, model_validator
 
-from app.column_limits import MAX_INT32
+from app.column_limits import MAX_INT64
 from app.coordination.rules import MAX_PATH_CHARS, MAX_PATHS, PATH_SCHEMA
 from app.json_body import JsonIn
 from app.text import NO_NUL_SCHEMA, NOT_BLANK_SCHEMA, pydantic_text
@@ -25,8 +25,8 @@ MAX_DEPS = 100
 MAX_DESCRIPTION_CHARS = 4_000
 MAX_RESULT_CHARS = 16_000
 MAX_INBOX_PAGE = 200
-# Message ids are PostgreSQL integers (session_messages.id): a larger one names no message and cannot be bound.
-MAX_MESSAGE_ID = MAX_INT32
+# Message ids are 64-bit integers (session_messages.id): a larger one names no message and cannot be bound.
+MAX_MESSAGE_ID = MAX_INT64
 
 MessageKind = Literal["question", "answer", "status", "task", "contract", "diff"]
 MESSAGE_KINDS: tuple[str, ...] = ("question", "answer", "status", "task", "contract", "diff")
