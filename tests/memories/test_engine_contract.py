@@ -47,6 +47,12 @@ def engine(open_engine: Opener) -> MemoryEngine:
     return open_engine()
 
 
+async def scores(engine: MemoryEngine, query: str, *, limit: int = 10) -> dict[str, float]:
+    """The scores of the memories of tenant "mine" a search finds, by id."""
+    hits = await engine.search(user_id="mine", query=query, visibilities=["user"], limit=limit, threshold=None)
+    return {h.id: h.score for h in hits}
+
+
 async def add(
     engine: MemoryEngine,
     content: str,
@@ -587,16 +593,10 @@ async def test_another_tenants_memories_never_feed_a_tenants_feedback_pass(engin
     rafting = await add(engine, "Kayaking and canoeing down rapids", user_id="mine")
     await add(engine, "Grandma visits at Christmas", user_id="mine")
 
-    async def scores() -> dict[str, float]:
-        hits = await engine.search(
-            user_id="mine", query="hiking holidays", visibilities=["user"], limit=10, threshold=None
-        )
-        return {h.id: h.score for h in hits}
-
-    before = await scores()
+    before = await scores(engine, "hiking holidays")
     for n in range(30):
         await add(engine, f"Hiking holidays {n}: kayaking, canoeing, rapids, hiking, holidays", user_id="theirs")
-    after = await scores()
+    after = await scores(engine, "hiking holidays")
     assert set(after) == set(before), "only the caller's memories"
     assert after[rafting] == pytest.approx(before[rafting], abs=1e-6)
     assert after == pytest.approx(before, abs=1e-6)
@@ -615,16 +615,10 @@ async def test_another_tenants_words_never_change_which_memories_feed_a_tenants_
     await add(engine, "Holidays building sandcastles", user_id="mine")
     dawn = await add(engine, "Lighthouse and sandcastles at dawn", user_id="mine")
 
-    async def scores() -> dict[str, float]:
-        hits = await engine.search(
-            user_id="mine", query="hiking holidays", visibilities=["user"], limit=10, threshold=None
-        )
-        return {h.id: h.score for h in hits}
-
-    before = await scores()
+    before = await scores(engine, "hiking holidays")
     for n in range(30):
         await add(engine, f"Holidays {n}", user_id="theirs")
-    after = await scores()
+    after = await scores(engine, "hiking holidays")
     assert after[dawn] == pytest.approx(before[dawn], abs=1e-6)
     assert after == pytest.approx(before, abs=1e-6)
 
@@ -635,19 +629,15 @@ async def test_a_tenants_own_memories_set_how_rare_its_words_are(engine: MemoryE
     alps = await add(engine, "A week in the Alps", user_id="mine")
     boots = await add(engine, "A pair of new boots", user_id="mine")
 
-    async def scores() -> dict[str, float]:
-        hits = await engine.search(user_id="mine", query="alps boots", visibilities=["user"], limit=20, threshold=None)
-        return {h.id: h.score for h in hits}
-
-    before = await scores()
+    before = await scores(engine, "alps boots", limit=20)
     common = [await add(engine, f"Boots, pair {n}", user_id="mine") for n in range(10)]
-    after = await scores()
+    after = await scores(engine, "alps boots", limit=20)
     assert after[alps] > before[alps] + 0.01
     assert after[boots] < before[boots] - 0.01
     assert after[alps] > after[boots]
     for memory_id in common:
         await engine.delete(user_id="mine", memory_id=memory_id)
-    assert await scores() == pytest.approx(before, abs=1e-6)
+    assert await scores(engine, "alps boots", limit=20) == pytest.approx(before, abs=1e-6)
 
 
 async def test_another_tenants_memories_never_change_a_tenants_scores(engine: MemoryEngine) -> None:
