@@ -114,6 +114,16 @@ async def refusing_bad_values() -> AsyncIterator[None]:
         raise
 
 
+async def _to_the_end(cleanup: Awaitable[None]) -> None:
+    """Run a session's rollback or close to its end even when the task running it is cancelled meanwhile.
+
+    A cancelled task's cleanup can be cancelled again at its next await (anyio cancels a scope at every await
+    inside it: a background loop stopped at shutdown). The connection then went back to the pool half reset,
+    and the pool logged an error with a traceback. In a task of its own the cleanup finishes; this one still
+    hears its cancellation."""
+    await asyncio.shield(asyncio.ensure_future(cleanup))
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -289,18 +299,22 @@ class Database:
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """A unit of work: commits when the block succeeds, rolls back when it raises."""
-        async with self.sessionmaker() as session, refusing_bad_values(), bounded_waits():
-            try:
-                yield session
-                await session.commit()
-            except StaleDataError as exc:
-                # A versioned row (a memory) changed between this transaction's read and its write.
-                await session.rollback()
-                raise stale_write() from exc
-            except BaseException:
-                await session.rollback()
-                raise
-            await self._after_commit(session.info)
+        session = self.sessionmaker()
+        try:
+            async with refusing_bad_values(), bounded_waits():
+                try:
+                    yield session
+                    await session.commit()
+                except StaleDataError as exc:
+                    # A versioned row (a memory) changed between this transaction's read and its write.
+                    await _to_the_end(session.rollback())
+                    raise stale_write() from exc
+                except BaseException:
+                    await _to_the_end(session.rollback())
+                    raise
+                await self._after_commit(session.info)
+        finally:
+            await _to_the_end(session.close())
 
     async def ping(self) -> None:
         from sqlalchemy import text

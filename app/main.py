@@ -216,11 +216,13 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
                 with on_stop_signal(container.sync.stop_long_polls):
                     yield
         finally:
-            repair.cancel()
-            sweep.cancel()
-            follow.cancel()
-            links.cancel()
-            await asyncio.gather(links, return_exceptions=True)
+            background = (repair, sweep, follow, links)
+            for task in background:
+                task.cancel()
+            # Each ends before the container closes: one cancelled in the middle of a query still has its session to
+            # roll back and close, and the loop's own end would cancel that cleanup again (the pool then logged an
+            # error with a traceback at every other stop).
+            await asyncio.gather(*background, return_exceptions=True)
             await close_container(container)
 
     dependencies: dict[str, Any] = {
