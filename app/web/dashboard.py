@@ -205,25 +205,14 @@ async def test_connection(request: Request[Any, Any, Any], user: User, container
     session = _name_or(data.get("session", ""), "session", DEFAULT_SESSION)
     agent = _name_or(data.get("agent", ""), "agent", DEFAULT_AGENT)
     key = data.get("key", "").strip()
+    problem = None
     if not key:
+        problem = "paste an API key to test (create one above)"
+    elif len(key) > 200 or not key.isascii() or not key.isprintable():
+        problem = "that is not an API key: keys look like egk_ followed by letters and digits"
+    if problem is not None:
         return await _page(
-            request,
-            container,
-            user,
-            status_code=422,
-            session=session,
-            agent=agent,
-            test_errors={"key": "paste an API key to test (create one above)"},
-        )
-    if len(key) > 200 or not key.isascii() or not key.isprintable():
-        return await _page(
-            request,
-            container,
-            user,
-            status_code=422,
-            session=session,
-            agent=agent,
-            test_errors={"key": "that is not an API key: keys look like egk_ followed by letters and digits"},
+            request, container, user, status_code=422, session=session, agent=agent, test_errors={"key": problem}
         )
     result = await check_connection(container.settings.resolved_public_base_url, user.id, key)
     return await _page(request, container, user, session=session, agent=agent, connection=result)
