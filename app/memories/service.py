@@ -384,12 +384,13 @@ class MemoryService:
         who = resolve_identity(principal, identity, request.session, request.agent)
         visibilities = await self._visible_keys(principal, who, scope, owner_view)
         narrowed = _entities(entities, request.end_user)
+        wanted = depth or request.limit
         hits = await self.engine.search(
             user_id=principal.user_id,
             query=request.query,
             visibilities=visibilities,
             scope=scope,
-            limit=depth or request.limit,
+            limit=wanted,
             threshold=self.limits.search_threshold if request.threshold is None else request.threshold,
             tags=list(request.tags) if request.tags else None,
             metadata=request.metadata,
@@ -408,7 +409,7 @@ class MemoryService:
             if narrowed is not None and any(getattr(memory, f) not in names for f, names in narrowed.items()):
                 log.error("index returned memory %s outside the entities asked for; skipped", hit.id)
                 continue
-            if len(results) == (depth or request.limit):
+            if len(results) == wanted:
                 break
             results.append(
                 SearchResult(

@@ -216,21 +216,16 @@ class Applier:
         record = rows.get(change.memory_id)
         wire = change.record
         actor = f"{user_id} via sync from {change.origin}"
+        version, remembered = (change.hlc, change.origin), plan.remembered.get(change.memory_id, (-1, ""))
         if (
             record is None
             and plan.pushed
-            and (
-                change.op == DELETE
-                or change.memory_id in plan.discarded
-                or (change.hlc, change.origin) < plan.remembered.get(change.memory_id, (-1, ""))
-            )
+            and (change.op == DELETE or change.memory_id in plan.discarded or version < remembered)
         ):
             # Its newest version in the batch (seen first) is a delete: this one or an older one that lost to it;
             # or it is older than a delete discarded lately (a push that was still in flight when that one landed).
             if change.op == DELETE and change.memory_id not in plan.discarded:
-                plan.discards[change.memory_id] = max(
-                    (change.hlc, change.origin), plan.remembered.get(change.memory_id, (-1, ""))
-                )
+                plan.discards[change.memory_id] = max(version, remembered)
             plan.discarded.add(change.memory_id)
             plan.result.discarded += 1
             return
