@@ -18,7 +18,7 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 from app.cli_output import add_format_option, print_rows
 from app.cli_parser import Parser, Version
-from app.cli_problems import database_place, database_problem, missing_database, settings_problem
+from app.cli_problems import database_place, database_problem, missing_database
 from app.errors import AppError
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     configure_logging(settings.log_format, settings.log_level)
     flags = {name: value for name, value in (("host", args.host), ("port", args.port)) if value is not None}
     # Same as ENGRAM_HOST / ENGRAM_PORT: the advertised URL follows them unless ENGRAM_PUBLIC_BASE_URL is set.
-    settings = settings.model_copy(update=flags)
+    settings = settings.replace(**flags)
     app = create_app(settings)
     app.on_startup.append(tune_for_serving)
     config = uvicorn.Config(
@@ -392,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = get_settings()
     except ValueError as exc:
-        print(f"error: invalid settings: {settings_problem(exc)}", file=sys.stderr)
+        print(f"error: invalid settings: {exc}", file=sys.stderr)
         return 2
     if args.run is not _serve:  # serve sets up its own (request logs at info)
         _quiet_logging(settings)

@@ -59,12 +59,3 @@ def database_problem(exc: BaseException, settings: Settings) -> str | None:
     if "no such table" in reason or ("relation" in reason and "does not exist" in reason):
         return f"{place} has no tables yet: run `engram migrate` first, or {choose_another(settings)}"
     return f"cannot use {place}: {reason}; {choose_another(settings)}"
-
-
-def settings_problem(exc: ValueError) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):  # pydantic's ValidationError: one "name: why" per field
-        return "; ".join(
-            f"ENGRAM_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}" for error in errors()
-        )
-    return str(exc)

@@ -313,6 +313,15 @@ def test_a_config_file_chooses_the_data_and_the_environment_wins(tmp_path: Path)
         "variables, in lower case)"
     )
 
+    # A bad value is named with where it came from; every one is told at once.
+    (here / "engram.toml").write_text('port = "eighty"\n')
+    env["ENGRAM_SYNC_BATCH_SIZE"] = "0"
+    bad = _one_line(_run(env, "users", "list", cwd=here))
+    assert bad == (
+        f"error: invalid settings: port (in {here / 'engram.toml'}): Input should be a valid integer, unable to parse "
+        "string as an integer; sync_batch_size (ENGRAM_SYNC_BATCH_SIZE): Input should be greater than or equal to 1"
+    )
+
 
 def test_a_database_that_cannot_be_opened_is_one_line_naming_it(tmp_path: Path) -> None:
     from tests.harness import free_port
