@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from app.db import Database
 from app.sync import credentials, links, timeouts
-from app.sync.credentials import AccountGone, CredentialsRefused, Edge, EdgeUnreachable, SyncAuthError, Tokens
+from app.sync.credentials import AccountGone, CredentialsRefused, Edge, EdgeUnreachable, SyncAuthError
+from app.sync.grants import Tokens
 from app.sync.protocol import MAX_PUSH_BYTES, PullOut, PushOut, SentChange, encode_json
 
 log = logging.getLogger(__name__)

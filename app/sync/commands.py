@@ -2,7 +2,7 @@
 and warnings go to stderr; a failure is one line on stderr and a non-zero exit.
 
 The parser is built for every ``engram`` command, so this module imports little; each command imports what it
-needs (``app.sync.node_commands``) when it runs.
+needs when it runs: ``app.sync.status``, or ``app.sync.node_commands`` for those that talk to an edge.
 """
 
 from __future__ import annotations
@@ -42,28 +42,28 @@ def add_commands(sync: Any) -> None:
     )
     link.add_argument("--client-secret", help="its secret (with --client-id)")
     link.add_argument("--name", help="what the edge calls this machine (default: Engram on HOSTNAME)")
-    link.set_defaults(run=_later("run_link"))
+    link.set_defaults(run=_later("node_commands", "run_link"))
 
     status = sync.add_parser("status", help="this node and every link, as one JSON object")
-    status.set_defaults(run=_later("run_status"))
+    status.set_defaults(run=_later("status", "run_status"))
 
     once = sync.add_parser("once", help="push everything pending and pull everything new, for every link")
     once.add_argument(
         "--timeout", type=float, default=DEFAULT_ONCE_TIMEOUT, metavar="SECONDS", help="give up after this long"
     )
-    once.set_defaults(run=_later("run_once"))
+    once.set_defaults(run=_later("node_commands", "run_once"))
 
     unlink = sync.add_parser("unlink", help="remove a link and revoke its tokens on the edge")
     unlink.add_argument("edge_url", metavar="EDGE_URL")
     unlink.add_argument("--user", required=True, metavar="LOCAL_USER_ID", help="the local user of the link")
-    unlink.set_defaults(run=_later("run_unlink"))
+    unlink.set_defaults(run=_later("node_commands", "run_unlink"))
 
 
-def _later(name: str) -> Any:
+def _later(module: str, name: str) -> Any:
     def run(args: argparse.Namespace, settings: Settings) -> int:
-        from app.sync import node_commands
+        import importlib
 
-        command: Any = getattr(node_commands, name)
+        command: Any = getattr(importlib.import_module(f"app.sync.{module}"), name)
         code: int = command(args, settings)
         return code
 

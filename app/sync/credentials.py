@@ -45,6 +45,7 @@ import httpx
 
 from app.errors import AppError, Forbidden, ServiceUnavailable, Unauthorized, ValidationFailed
 from app.sync import timeouts
+from app.sync.grants import NodeClient, Tokens
 
 SYNC_PATH = "/sync/v1"
 SYNC_SCOPE = "sync"
@@ -117,14 +118,6 @@ class Edge:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeClient:
-    """The OAuth client a node is on the edge: a public device client, or a sync client with its secret."""
-
-    client_id: str
-    client_secret: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class DeviceFlow:
     """RFC 8628 section 3.2: show ``verification_uri`` and ``user_code`` (or ``verification_uri_complete``)."""
 
@@ -134,23 +127,6 @@ class DeviceFlow:
     verification_uri_complete: str | None
     expires_in: int
     interval: int
-
-
-@dataclass(frozen=True, slots=True)
-class Tokens:
-    access_token: str
-    # None for client credentials: renew() asks for a new token with the secret instead.
-    refresh_token: str | None
-    # None when the edge did not say; the token then lives until a request is refused.
-    expires_at: datetime | None
-    scope: str
-    resource: str
-
-    def expires_within(self, seconds: float, now: datetime | None = None) -> bool:
-        """Whether to renew before using it (a token that expires mid-request gets a 401)."""
-        if self.expires_at is None:
-            return False
-        return self.expires_at - (now or datetime.now(UTC)) <= timedelta(seconds=seconds)
 
 
 def default_device_name() -> str:

@@ -15,9 +15,9 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database, utcnow
-from app.sync.credentials import NodeClient, Tokens
+from app.sync.backlog import PushPosition, pending
+from app.sync.grants import NodeClient, Tokens
 from app.sync.models import SyncLink
-from app.sync.outbox import PushPosition, pending
 
 OK, OFFLINE, UNAUTHORIZED, REFUSED = "ok", "offline", "unauthorized", "refused"
 # The edge deleted the account: the link stays stopped for good.

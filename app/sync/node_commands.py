@@ -1,11 +1,11 @@
-"""What ``engram sync link|status|once|unlink`` do (the parser is in ``app.sync.commands``)."""
+"""What ``engram sync link|once|unlink`` do, each talking to an edge (the parser is in ``app.sync.commands``;
+``engram sync status``, which reads the database alone, is ``app.sync.status``)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import json
 import secrets
 import sys
 from collections.abc import AsyncIterator
@@ -20,25 +20,13 @@ from app.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from app.settings import Settings
 from app.sync import credentials, links, timeouts
 from app.sync.changelog import head, load_node_id
-from app.sync.credentials import CredentialsRefused, NodeClient, SyncAuthError, Tokens
+from app.sync.credentials import CredentialsRefused, SyncAuthError
+from app.sync.grants import NodeClient, Tokens
+from app.sync.status import node_database, print_json
 
-if TYPE_CHECKING:  # the runtime and the worker bring the model and the stores, which `sync status` never needs
+if TYPE_CHECKING:  # the runtime and the worker bring the model and the stores, which link and unlink never need
     from app.sync.runtime import SyncRuntime
     from app.sync.worker import LinkRunner
-
-
-@asynccontextmanager
-async def _database(settings: Settings) -> AsyncIterator[Database]:
-    settings.ensure_data_dir()
-    db = Database(settings.resolved_database_url)
-    try:
-        yield db
-    finally:
-        await db.dispose()
-
-
-def _print(value: dict[str, Any]) -> None:
-    print(json.dumps(value))
 
 
 # --- link -------------------------------------------------------------------------------------------------------
@@ -52,7 +40,7 @@ async def _link(args: argparse.Namespace, settings: Settings) -> int:
     edge_url = credentials.normalise_edge_url(args.edge_url)
     if bool(args.client_id) != bool(args.client_secret):
         raise ValidationFailed("give both --client-id and --client-secret, or neither (then a person approves it)")
-    async with _database(settings) as db, timeouts.client(settings) as http:
+    async with node_database(settings) as db, timeouts.client(settings) as http:
         async with db.session() as session:
             if await accounts.get_user(session, args.user) is None:
                 raise NotFound(f"no local user {args.user!r}: create it with `engram users create`")
@@ -98,7 +86,7 @@ async def _link(args: argparse.Namespace, settings: Settings) -> int:
                 log_head=await head(session),
             )
             described = await links.describe(session, link)
-    _print(described)
+    print_json(described)
     return 0
 
 
@@ -112,22 +100,6 @@ async def _whoami(http: httpx.AsyncClient, edge: credentials.Edge, tokens: Token
     if response.status_code != 200 or not isinstance(body, dict) or not isinstance(body.get("user_id"), str):
         raise credentials.EdgeRefused(f"{edge.sync_resource}/me answered {response.status_code}: {response.text[:200]}")
     return {k: str(v) for k, v in body.items() if isinstance(v, str)}
-
-
-# --- status -----------------------------------------------------------------------------------------------------
-
-
-def run_status(_: argparse.Namespace, settings: Settings) -> int:
-    return asyncio.run(_status(settings))
-
-
-async def _status(settings: Settings) -> int:
-    async with _database(settings) as db:
-        node_id = await load_node_id(db)
-        async with db.session() as session:
-            described = [await links.describe(session, link) for link in await links.all_links(session)]
-    _print({"node_id": node_id, "links": described})
-    return 0
 
 
 # --- once -------------------------------------------------------------------------------------------------------
@@ -155,7 +127,7 @@ async def _once(args: argparse.Namespace, settings: Settings) -> int:
             raise ServiceUnavailable(f"sync did not finish within {args.timeout:g} s") from None
         async with db.session() as session:
             described = [await links.describe(session, link) for link in await links.all_links(session)]
-    _print({"node_id": runtime.node_id, "links": described})
+    print_json({"node_id": runtime.node_id, "links": described})
     return 0
 
 
@@ -187,7 +159,7 @@ async def _runtime(settings: Settings) -> AsyncIterator[tuple[SyncRuntime, Datab
     try:
         container = await build_container(settings)
     except IndexInUse:
-        async with _database(settings) as db:
+        async with node_database(settings) as db:
             runtime = await open_sync(settings, db, None, dims=0, writer="w_cli_" + secrets.token_hex(6))
             yield runtime, db, None
         return
@@ -207,7 +179,7 @@ def run_unlink(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _unlink(args: argparse.Namespace, settings: Settings) -> int:
     edge_url = credentials.normalise_edge_url(args.edge_url)
-    async with _database(settings) as db:
+    async with node_database(settings) as db:
         async with db.session() as session:
             link = await links.find(session, edge_url, args.user)
         if link is None:
@@ -223,5 +195,5 @@ async def _unlink(args: argparse.Namespace, settings: Settings) -> int:
         async with db.session() as session:
             await links.remove(session, link.id)
     gone = {"edge": edge_url, "local_user": args.user, "edge_user": link.edge_user_id, "unlinked": True}
-    _print({**gone, "revoked": revoked})
+    print_json({**gone, "revoked": revoked})
     return 0

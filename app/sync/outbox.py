@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Row, func, or_, select
+from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
 from app.errors import Conflict
 from app.memories.models import MemoryRecord
+from app.sync.backlog import PushPosition
 from app.sync.changelog import head
 from app.sync.models import MemoryChange
 from app.sync.protocol import Cursor, SentChange, SentRecord, outgoing, packed_vector
@@ -30,14 +30,6 @@ class CursorAhead(Conflict):
     """The cursor names a log position this edge has never reached (its database was restored from an older copy)."""
 
     code = "cursor_reset"
-
-
-@dataclass(frozen=True, slots=True)
-class PushPosition:
-    """Where a link's push is: in the snapshot (past memory id ``after``), then the log past ``seq``."""
-
-    seq: int
-    after: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,33 +122,6 @@ async def next_push(
         ids = _unique([row.memory_id for row in log_rows if row.source != link_id])
         records = await _records(session, user_id, ids)
     return PushBatch(await with_vectors(engine, records), PushPosition(log_rows[-1].seq), drained=len(log_rows) < limit)
-
-
-async def pending(session: AsyncSession, user_id: str, link_id: str, position: PushPosition) -> int:
-    """How many memories a link still has to send (each once, however many times it changed)."""
-    logged = select(MemoryChange.memory_id).where(
-        MemoryChange.user_id == user_id,
-        MemoryChange.seq > position.seq,
-        or_(MemoryChange.source.is_(None), MemoryChange.source != link_id),
-    )
-    if position.after is not None:
-        snapshot = select(MemoryRecord.id).where(MemoryRecord.user_id == user_id, MemoryRecord.id > position.after)
-        logged = logged.union(snapshot)  # type: ignore[assignment]
-    else:
-        logged = logged.distinct()
-    count = await session.execute(select(func.count()).select_from(logged.subquery()))
-    return int(count.scalar_one())
-
-
-async def oldest_pending_at(session: AsyncSession, user_id: str, link_id: str, seq: int) -> datetime | None:
-    """When the oldest change not yet sent was written (None when the log is sent)."""
-    query = select(func.min(MemoryChange.created_at)).where(
-        MemoryChange.user_id == user_id,
-        MemoryChange.seq > seq,
-        or_(MemoryChange.source.is_(None), MemoryChange.source != link_id),
-    )
-    oldest: datetime | None = (await session.execute(query)).scalar_one()
-    return oldest
 
 
 async def pull_page(

@@ -27,12 +27,13 @@ from app.memories.engine import MemoryEngine
 from app.settings import Settings
 from app.sync import links, timeouts
 from app.sync.apply import Applier
+from app.sync.backlog import PushPosition, oldest_pending_at, pending
 from app.sync.changelog import ChangeFeed
 from app.sync.client import CursorReset, EdgeSession, PushRefused
 from app.sync.credentials import AccountGone, CredentialsRefused, EdgeUnreachable, SyncAuthError, discover
 from app.sync.metrics import SyncMetrics
 from app.sync.models import SyncLink
-from app.sync.outbox import PushBatch, PushPosition, next_push, oldest_pending_at, pending
+from app.sync.outbox import PushBatch, next_push
 from app.sync.protocol import incoming
 
 log = logging.getLogger(__name__)

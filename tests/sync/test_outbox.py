@@ -12,9 +12,10 @@ import pytest
 from sqlalchemy import text
 
 from app.memories.schemas import MemoryPatch
+from app.sync.backlog import PushPosition, pending
 from app.sync.changelog import hold_commit_order
 from app.sync.models import MemoryChange, SyncLink
-from app.sync.outbox import CursorAhead, PullPage, PushBatch, PushPosition, next_push, pending, pull_page
+from app.sync.outbox import CursorAhead, PullPage, PushBatch, next_push, pull_page
 from app.sync.protocol import ChangeWire, Cursor
 from app.sync.worker import LinkRunner
 from tests.sync.conftest import node_settings, open_node
