@@ -90,7 +90,7 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
             project = await register(db, args.user, args.name, args.path, args.pattern, args.exclude)
         finally:
             await db.dispose()
-        return project.model_dump(mode="json")
+        return project.as_json()
 
     project = _run(work())
     try:
@@ -108,7 +108,7 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
     async def work() -> list[dict[str, Any]]:
         db = Database(settings.resolved_database_url)
         try:
-            return [p.model_dump(mode="json", exclude={"patterns", "excludes"}) for p in await listing(db)]
+            return [p.as_json(rules=False) for p in await listing(db)]
         finally:
             await db.dispose()
 
@@ -128,7 +128,7 @@ def _remove(args: argparse.Namespace, settings: Settings) -> int:
             project = await unregister(db, args.name, args.user)
         finally:
             await db.dispose()
-        return project.model_dump(mode="json", exclude={"patterns", "excludes"})
+        return project.as_json(rules=False)
 
     project = _run(work())
     try:

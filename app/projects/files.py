@@ -11,6 +11,9 @@ import re
 
 MAX_PATH_CHARS = 512
 DEFAULT_MAX_BYTES = 1_048_576
+# The files a project indexes unless told otherwise (``app.projects.walker`` applies them).
+DEFAULT_PATTERNS = ("**/*.md", "**/*.mdx", "**/*.yaml", "**/*.yml", "**/*.toml", "**/*.json")
+DEFAULT_EXCLUDES = (".git/**", "node_modules/**", "vendor/**", "dist/**", "build/**", ".venv/**")
 
 # Why a file was skipped or refused: the ``reason`` of an index report entry.
 BINARY = "binary"

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 from sqlalchemy.exc import IntegrityError
@@ -14,11 +17,33 @@ from app.db import Database, utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.identity import validate_name
 from app.projects import repository
+from app.projects.files import DEFAULT_EXCLUDES, DEFAULT_PATTERNS
 from app.projects.models import Project
-from app.projects.schemas import ProjectOut
-from app.projects.walker import DEFAULT_EXCLUDES, DEFAULT_PATTERNS
 
 MAX_PATTERNS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectOut:
+    """A registered project, with how much of it is indexed."""
+
+    name: str
+    path: str
+    user: str
+    files: int
+    chunks: int
+    last_indexed: datetime | None
+    patterns: list[str]
+    excludes: list[str]
+
+    def as_json(self, *, rules: bool = True) -> dict[str, Any]:
+        """As ``engram projects`` prints it; ``rules``: with the patterns and excludes."""
+        out = {field.name: getattr(self, field.name) for field in fields(self)}
+        if self.last_indexed is not None:  # RFC 3339 with Z, as the output has always had it
+            out["last_indexed"] = self.last_indexed.isoformat().replace("+00:00", "Z")
+        if not rules:
+            del out["patterns"], out["excludes"]
+        return out
 
 
 async def register(

@@ -18,8 +18,9 @@ from urllib.parse import quote
 import httpx
 
 from app.projects import files
+from app.projects.files import DEFAULT_EXCLUDES, DEFAULT_PATTERNS
 from app.projects.schemas import IndexReport, Skipped
-from app.projects.walker import DEFAULT_EXCLUDES, DEFAULT_PATTERNS, Rules, walk
+from app.projects.walker import Rules, walk
 
 # A batch stays well under the server's default body limit (1 MiB); a single larger file goes alone.
 BATCH_BYTES = 512 * 1024

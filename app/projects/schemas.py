@@ -89,14 +89,3 @@ class DocumentOut(BaseModel):
 class DocumentList(BaseModel):
     session: str
     documents: list[DocumentOut]
-
-
-class ProjectOut(BaseModel):
-    name: str
-    path: str
-    user: str
-    files: int
-    chunks: int
-    last_indexed: datetime | None
-    patterns: list[str]
-    excludes: list[str]

@@ -24,8 +24,8 @@ from app.projects import files, repository
 from app.projects.chunking import CHUNKING
 from app.projects.documents import DocumentService, Prepared
 from app.projects.models import Document, Project
-from app.projects.registry import find, listing, register
-from app.projects.schemas import IndexReport, ProjectOut, Skipped
+from app.projects.registry import ProjectOut, find, listing, register
+from app.projects.schemas import IndexReport, Skipped
 from app.projects.walker import Found, Rules, Skip, inspect, walk
 
 FOLDER = "folder"

@@ -18,8 +18,6 @@ from pathspec import GitIgnoreSpec, PathSpec
 
 from app.projects import files
 
-DEFAULT_PATTERNS = ("**/*.md", "**/*.mdx", "**/*.yaml", "**/*.yml", "**/*.toml", "**/*.json")
-DEFAULT_EXCLUDES = (".git/**", "node_modules/**", "vendor/**", "dist/**", "build/**", ".venv/**")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Never documents, at any depth: other repositories' internals and installed packages.
 ALWAYS_SKIPPED_DIRS = frozenset({".git", "node_modules"})

@@ -12,7 +12,8 @@ import httpx
 
 from app.projects import files
 from app.projects.chunking import chunk_document
-from app.projects.walker import DEFAULT_EXCLUDES, DEFAULT_PATTERNS, Rules, walk
+from app.projects.files import DEFAULT_EXCLUDES, DEFAULT_PATTERNS
+from app.projects.walker import Rules, walk
 
 README = """# Shop
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.projects import files
-from app.projects.walker import DEFAULT_EXCLUDES, DEFAULT_PATTERNS, Found, Rules, Skip, inspect, walk
+from app.projects.files import DEFAULT_EXCLUDES, DEFAULT_PATTERNS
+from app.projects.walker import Found, Rules, Skip, inspect, walk
 
 
 def write(root: Path, path: str, data: str | bytes = "# x\n") -> Path:
