@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
-
-from pydantic.json_schema import JsonDict
+from typing import TYPE_CHECKING, Any
 
 from app.column_limits import MAX_INT64, MIN_INT64
 from app.errors import ValidationFailed
+
+if TYPE_CHECKING:  # only a type: the services (and `engram oauth clients list`) check text without pydantic
+    from pydantic.json_schema import JsonDict
 
 MAX_METADATA_KEYS = 50
 MAX_METADATA_KEY_CHARS = 64
