@@ -483,6 +483,29 @@ def test_simple_commands_import_none_of_the_heavy_parts(tmp_path: Path) -> None:
             assert not {"sqlalchemy", "pydantic", "asyncio"} & {name.split(".")[0] for name in loaded}, args
 
 
+def _collections_during(env: dict[str, str], *args: str) -> tuple[int, bool]:
+    """How many garbage collections ``main(args)`` ran, and whether the collector is on after it."""
+    code = (
+        "import gc, sys; from app.cli import main; runs = []; "
+        "gc.callbacks.append(lambda phase, _: runs.append(phase)); "
+        "main(sys.argv[1:]); print(runs.count('start'), gc.isenabled())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, cwd=env["HOME"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    count, enabled = done.stdout.splitlines()[-1].split()
+    return int(count), enabled == "True"
+
+
+def test_a_brief_command_runs_without_the_garbage_collector_and_others_with_it(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    collections, collecting = _collections_during(env, "migrate")
+    assert collections > 0 and collecting  # alembic and SQLAlchemy make garbage enough
+    assert _collections_during(env, "users", "list") == (0, False)
+    assert _collections_during(env, "sync", "status") == (0, False)
+
+
 # --- projects remove, and index's advice -------------------------------------------------------------------------
 
 

@@ -34,7 +34,7 @@ def register(commands: Any) -> None:
     add.set_defaults(run=_add)
     listing = projects.add_parser("list", help="registered projects: name, path, user, files, chunks, last_indexed")
     add_format_option(listing)
-    listing.set_defaults(run=_list)
+    listing.set_defaults(run=_list, brief=True)
     remove = projects.add_parser(
         "remove",
         help="forget a project: its folder is no longer watched or indexed; what it indexed stays in the session",

@@ -45,7 +45,7 @@ def add_commands(sync: Any) -> None:
     link.set_defaults(run=_later("node_commands", "run_link"))
 
     status = sync.add_parser("status", help="this node and every link, as one JSON object")
-    status.set_defaults(run=_later("status", "run_status"))
+    status.set_defaults(run=_later("status", "run_status"), brief=True)
 
     once = sync.add_parser("once", help="push everything pending and pull everything new, for every link")
     once.add_argument(
