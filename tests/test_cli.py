@@ -471,7 +471,9 @@ def test_simple_commands_import_none_of_the_heavy_parts(tmp_path: Path) -> None:
         ["--help"],
         ["--version"],
         ["users", "list"],
+        ["users", "create", "light2@example.test"],
         ["keys", "list", user],
+        ["oauth", "clients", "list", user],
         ["projects", "list"],
         ["sync", "status"],
     )
@@ -479,8 +481,12 @@ def test_simple_commands_import_none_of_the_heavy_parts(tmp_path: Path) -> None:
         loaded = _imported(env, *args)
         heavy = sorted(name for name in loaded if name.split(".")[0] in HEAVY)
         assert heavy == [], f"engram {' '.join(args)} imported {heavy[:5]}"
+        # Nor the parts of the API and of the network: the settings are read without pydantic, and only the commands
+        # that talk to a server load httpx.
+        packages = {name.split(".")[0] for name in loaded}
+        assert not {"pydantic", "httpx"} & packages, f"engram {' '.join(args)} imported pydantic or httpx"
         if args[0].startswith("--"):  # answered by the parser: not even the database or the settings
-            assert not {"sqlalchemy", "pydantic", "asyncio"} & {name.split(".")[0] for name in loaded}, args
+            assert not {"sqlalchemy", "asyncio"} & packages, args
 
 
 def _collections_during(env: dict[str, str], *args: str) -> tuple[int, bool]:
