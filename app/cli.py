@@ -303,7 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     # Every command opens the database unless it says otherwise (a check first, so a missing one is one clear line),
     # and collects garbage unless it says it is brief (see main).
     parser.set_defaults(needs_database=True, brief=False)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do (`engram COMMAND --help` tells more)"
+    )
 
     serve = commands.add_parser("serve", help="run the HTTP server")
     serve.add_argument("--host", help="the address to listen on (default: ENGRAM_HOST, else 127.0.0.1)")
@@ -314,17 +316,21 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.set_defaults(run=_migrate, needs_database=False)
     commands.add_parser("reindex", help="rebuild the vector index from the database").set_defaults(run=_reindex)
 
-    users = commands.add_parser("users", help="manage users").add_subparsers(dest="action", required=True)
+    users = commands.add_parser("users", help="manage users").add_subparsers(
+        dest="action", required=True, help="what to do with users"
+    )
     create_user = users.add_parser("create", help="create a user; prints the user id")
-    create_user.add_argument("email")
+    create_user.add_argument("email", help="the new user's email address")
     create_user.set_defaults(run=_users_create, brief=True)
     list_users = users.add_parser("list", help="every user: id, email, plan, password (set or not), created_at")
     add_format_option(list_users)
     list_users.set_defaults(run=_users_list, brief=True)
 
-    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="action", required=True)
+    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(
+        dest="action", required=True, help="what to do with API keys"
+    )
     create_key = keys.add_parser("create", help="create a key; prints it, the only time it is shown")
-    create_key.add_argument("user_id")
+    create_key.add_argument("user_id", help="the user the key acts for")
     create_key.add_argument("--name", default="default", help="what the key is for, shown in lists")
     create_key.add_argument("--scope", choices=["read", "write"], default="write", help="what the key may do")
     create_key.add_argument(
@@ -335,34 +341,40 @@ def build_parser() -> argparse.ArgumentParser:
     list_keys = keys.add_parser(
         "list", help="a user's keys: id, name, scope, prefix, status, created_at, last_used_at, revoked_at"
     )
-    list_keys.add_argument("user_id")
+    list_keys.add_argument("user_id", help="whose keys")
     add_format_option(list_keys)
     list_keys.set_defaults(run=_keys_list, brief=True)
     revoke = keys.add_parser("revoke", help="revoke a key")
-    revoke.add_argument("key_id")
+    revoke.add_argument("key_id", help="the key's id, as `engram keys list` shows it")
     revoke.set_defaults(run=_keys_revoke, brief=True)
 
-    oauth = commands.add_parser("oauth", help="manage OAuth clients").add_subparsers(dest="topic", required=True)
+    oauth = commands.add_parser("oauth", help="manage OAuth clients").add_subparsers(
+        dest="topic", required=True, help="which clients"
+    )
     oauth_clients = oauth.add_parser("clients", help="machine (client_credentials) clients").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, help="what to do with machine clients"
     )
     list_clients = oauth_clients.add_parser("list", help="a user's machine clients")
-    list_clients.add_argument("user_id")
+    list_clients.add_argument("user_id", help="whose machine clients")
     add_format_option(list_clients)
     list_clients.set_defaults(run=_oauth_clients_list, brief=True)
     revoke_client = oauth_clients.add_parser("revoke", help="revoke a machine client and every token it holds")
-    revoke_client.add_argument("client_id")
+    revoke_client.add_argument("client_id", help="the client's id, as `engram oauth clients list` shows it")
     revoke_client.set_defaults(run=_oauth_clients_revoke, brief=True)
 
-    sync = commands.add_parser("sync", help="edge sync").add_subparsers(dest="topic", required=True)
+    sync = commands.add_parser("sync", help="edge sync").add_subparsers(
+        dest="topic", required=True, help="clients on an edge; link, status, once and unlink on a node"
+    )
     sync_clients = sync.add_parser("clients", help="sync credentials for servers and scripts (run on the edge)")
-    sync_clients_actions = sync_clients.add_subparsers(dest="action", required=True)
+    sync_clients_actions = sync_clients.add_subparsers(
+        dest="action", required=True, help="what to do with sync clients"
+    )
     create_sync = sync_clients_actions.add_parser(
         "create",
         help="make a client_credentials client with scope sync acting as EDGE_USER_ID; prints "
         '{"client_id": ..., "client_secret": ...}, the only time the secret is shown',
     )
-    create_sync.add_argument("user_id", metavar="EDGE_USER_ID")
+    create_sync.add_argument("user_id", metavar="EDGE_USER_ID", help="the user on this edge whose memories it syncs")
     create_sync.add_argument("--name", required=True, help="what the machine is called (shown on the dashboard)")
     create_sync.set_defaults(run=_sync_clients_create, brief=True)
     from app.sync.commands import add_commands as add_sync_commands

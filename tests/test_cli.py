@@ -409,6 +409,40 @@ def test_every_option_has_help_that_says_its_default(tmp_path: Path) -> None:
     assert "--name NAME what the key is for, shown in lists (default: default)" in text
 
 
+def _parsers(parser: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every parser, the groups of sub-commands included, with its words: (), ("keys",), ("keys", "list"), ..."""
+    import argparse
+
+    yield path, parser
+    for group in [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]:
+        for name, sub in group.choices.items():
+            yield from _parsers(sub, (*path, name))
+
+
+def test_every_argument_and_command_has_help(tmp_path: Path) -> None:
+    import argparse
+
+    from app.cli import build_parser
+
+    parsers = dict(_parsers(build_parser()))
+    assert {(), ("users",), ("users", "create"), ("sync", "clients", "create")} <= set(parsers)
+    for words, parser in parsers.items():
+        for action in parser._actions:
+            if action.dest == "help":
+                continue
+            name = "/".join(action.option_strings) or action.metavar or action.dest
+            assert action.help, f"engram {' '.join(words)}: {name} has no help"
+            if isinstance(action, argparse._SubParsersAction):
+                # argparse lists a sub-command under its group only when it was given help
+                helped = {choice.dest for choice in action._choices_actions if choice.help}
+                unhelped = sorted(set(action.choices) - helped)
+                assert not unhelped, f"engram {' '.join(words)}: {unhelped} have no help"
+
+    shown = _run(_env(tmp_path), "users", "create", "--help")
+    assert shown.returncode == 0
+    assert "email the new user's email address" in " ".join(shown.stdout.split())
+
+
 def test_every_list_command_prints_json_lines_or_a_table(tmp_path: Path) -> None:
     from app.cli import build_parser
 

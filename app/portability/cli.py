@@ -58,7 +58,7 @@ def register(commands: Any, users: Any) -> None:
     importing.set_defaults(run=_import)
 
     delete = users.add_parser("delete", help="delete a user and everything of theirs, everywhere; needs --yes")
-    delete.add_argument("user_id", metavar="USER_ID")
+    delete.add_argument("user_id", metavar="USER_ID", help="the user to delete")
     delete.add_argument("--yes", action="store_true", help="yes, erase this account (it cannot be undone)")
     delete.set_defaults(run=_users_delete)
 

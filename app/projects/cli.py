@@ -24,11 +24,11 @@ SETTLE_SECONDS = 0.3
 def register(commands: Any) -> None:
     """Add the project commands to the ``engram`` parser."""
     projects = commands.add_parser("projects", help="folders indexed into a session").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, help="what to do with projects"
     )
     add = projects.add_parser("add", help="register a folder, indexed into the session NAME of a user")
-    add.add_argument("name", metavar="NAME")
-    add.add_argument("path", metavar="PATH")
+    add.add_argument("name", metavar="NAME", help="the project's name, and the session its files are indexed into")
+    add.add_argument("path", metavar="PATH", help="the folder")
     _globs(add)
     add.add_argument("--user", required=True, metavar="USER_ID", help="the user whose session it is indexed into")
     add.set_defaults(run=_add)
@@ -39,7 +39,7 @@ def register(commands: Any) -> None:
         "remove",
         help="forget a project: its folder is no longer watched or indexed; what it indexed stays in the session",
     )
-    remove.add_argument("name", metavar="NAME")
+    remove.add_argument("name", metavar="NAME", help="the project to forget")
     remove.add_argument(
         "--user", metavar="USER_ID", help="the project's user, needed only when several users have one named so"
     )
@@ -49,7 +49,9 @@ def register(commands: Any) -> None:
         "index",
         help="reconcile a registered project now (NAME), or index a folder into a remote Engram (PATH --url ...)",
     )
-    index.add_argument("target", metavar="NAME|PATH")
+    index.add_argument(
+        "target", metavar="NAME|PATH", help="a registered project's name, or (with --url) a folder to send"
+    )
     index.add_argument(
         "--user", metavar="USER_ID", help="the project's user, needed only when several users have one named so"
     )

@@ -35,7 +35,9 @@ def glue_option_values(argv: Sequence[str]) -> list[str]:
 def add_commands(sync: Any) -> None:
     """Register the node's commands under ``engram sync``."""
     link = sync.add_parser("link", help="link a local user to a user on an edge; prints the link as JSON")
-    link.add_argument("edge_url", metavar="EDGE_URL")
+    link.add_argument(
+        "edge_url", metavar="EDGE_URL", help="the edge: https://HOST[:PORT][/PATH], or http:// on this machine"
+    )
     link.add_argument("--user", required=True, metavar="LOCAL_USER_ID", help="the local user to link")
     link.add_argument(
         "--client-id", help="a sync client's id (engram sync clients create, on the edge); without it a person approves"
@@ -54,7 +56,7 @@ def add_commands(sync: Any) -> None:
     once.set_defaults(run=_later("node_commands", "run_once"))
 
     unlink = sync.add_parser("unlink", help="remove a link and revoke its tokens on the edge")
-    unlink.add_argument("edge_url", metavar="EDGE_URL")
+    unlink.add_argument("edge_url", metavar="EDGE_URL", help="the edge of the link, as `engram sync status` shows it")
     unlink.add_argument("--user", required=True, metavar="LOCAL_USER_ID", help="the local user of the link")
     unlink.set_defaults(run=_later("node_commands", "run_unlink"))
 
