@@ -519,6 +519,7 @@ def test_simple_commands_import_none_of_the_heavy_parts(tmp_path: Path) -> None:
         # that talk to a server load httpx.
         packages = {name.split(".")[0] for name in loaded}
         assert not {"pydantic", "httpx"} & packages, f"engram {' '.join(args)} imported pydantic or httpx"
+        assert "tomllib" not in packages, args  # there is no config file to read
         if args[0].startswith("--"):  # answered by the parser: not even the database or the settings
             assert not {"sqlalchemy", "asyncio"} & packages, args
 
