@@ -258,6 +258,7 @@ class DocumentService:
                     size=file.size,
                     modified_at=file.modified_at,
                     memory_ids=[memory.id for memory in created[start:end]],
+                    chunking=CHUNKING,
                 )
             for file in touched:
                 current[file.path].size = file.size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -9,7 +10,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
 from sqlalchemy.exc import IntegrityError
 
 from app.accounts import service as accounts
@@ -51,7 +51,7 @@ async def register(
 ) -> ProjectOut:
     """Register a folder for a user, indexed into the session ``name``; nothing is indexed yet."""
     validate_name(name, "project")
-    folder = await anyio.to_thread.run_sync(_folder, path)
+    folder = await asyncio.to_thread(_folder, path)
     chosen = _globs(patterns, "pattern") or list(DEFAULT_PATTERNS)
     excluded = list(dict.fromkeys([*DEFAULT_EXCLUDES, *_globs(excludes, "exclude")]))
     try:

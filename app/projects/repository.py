@@ -10,7 +10,6 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import utcnow
-from app.projects.chunking import CHUNKING
 from app.projects.models import Document, Project
 
 
@@ -56,6 +55,7 @@ async def save_document(
     size: int,
     modified_at: datetime | None,
     memory_ids: list[str],
+    chunking: int,
 ) -> None:
     now = utcnow()
     if existing is None:
@@ -67,7 +67,7 @@ async def save_document(
     existing.modified_at = modified_at
     existing.memory_ids = list(memory_ids)
     existing.chunks = len(memory_ids)
-    existing.chunking = CHUNKING
+    existing.chunking = chunking
     existing.indexed_at = now
 
 
