@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 from app.cli_output import add_format_option, print_rows
-from app.cli_parser import Parser, Version
+from app.cli_parser import Parser, Version, describe_all, described_later, sub_commands
 from app.cli_problems import database_place, database_problem, missing_database
 from app.errors import AppError
 
@@ -292,7 +292,9 @@ def _reindex(_: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(work())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, lazily: bool = False) -> argparse.ArgumentParser:
+    """The ``engram`` parser. ``lazily``: each command's arguments are added when the command line names it (how
+    main parses); else every command's at once (to read the whole parser)."""
     parser = Parser(
         prog="engram",
         description="Engram: hosted memory for AI coding agents.",
@@ -303,8 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     # Every command opens the database unless it says otherwise (a check first, so a missing one is one clear line),
     # and collects garbage unless it says it is brief (see main).
     parser.set_defaults(needs_database=True, brief=False)
-    commands = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", help="what to do (`engram COMMAND --help` tells more)"
+    commands = sub_commands(
+        parser, dest="command", required=True, metavar="COMMAND", help="what to do (`engram COMMAND --help` tells more)"
     )
 
     serve = commands.add_parser("serve", help="run the HTTP server")
@@ -315,20 +317,48 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = commands.add_parser("migrate", help="create the database, or bring it to the newest revision")
     migrate.set_defaults(run=_migrate, needs_database=False)
     commands.add_parser("reindex", help="rebuild the vector index from the database").set_defaults(run=_reindex)
-
-    users = commands.add_parser("users", help="manage users").add_subparsers(
-        dest="action", required=True, help="what to do with users"
+    commands.add_parser("users", help="manage users", describe=_describe_users)
+    commands.add_parser("keys", help="manage API keys", describe=_describe_keys)
+    commands.add_parser("oauth", help="manage OAuth clients", describe=_describe_oauth)
+    commands.add_parser("sync", help="edge sync", describe=_describe_sync)
+    commands.add_parser(
+        "projects", help="folders indexed into a session", describe=described_later("app.projects.cli", "describe")
     )
+    commands.add_parser(
+        "index",
+        help="reconcile a registered project now (NAME), or index a folder into a remote Engram (PATH --url ...)",
+        describe=described_later("app.projects.cli", "describe_index"),
+    )
+    commands.add_parser(
+        "export",
+        help="write a user's data as engram-export JSONL (to stdout by default)",
+        describe=described_later("app.portability.cli", "describe_export"),
+    )
+    commands.add_parser(
+        "import",
+        help="import an export into an existing user; prints a JSON summary {imported, skipped, refused} last",
+        describe=described_later("app.portability.cli", "describe_import"),
+    )
+    return parser if lazily else describe_all(parser)
+
+
+def _describe_users(parser: argparse.ArgumentParser) -> None:
+    users = sub_commands(parser, dest="action", required=True, help="what to do with users")
     create_user = users.add_parser("create", help="create a user; prints the user id")
     create_user.add_argument("email", help="the new user's email address")
     create_user.set_defaults(run=_users_create, brief=True)
     list_users = users.add_parser("list", help="every user: id, email, plan, password (set or not), created_at")
     add_format_option(list_users)
     list_users.set_defaults(run=_users_list, brief=True)
-
-    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(
-        dest="action", required=True, help="what to do with API keys"
+    users.add_parser(
+        "delete",
+        help="delete a user and everything of theirs, everywhere; needs --yes",
+        describe=described_later("app.portability.cli", "describe_users_delete"),
     )
+
+
+def _describe_keys(parser: argparse.ArgumentParser) -> None:
+    keys = sub_commands(parser, dest="action", required=True, help="what to do with API keys")
     create_key = keys.add_parser("create", help="create a key; prints it, the only time it is shown")
     create_key.add_argument("user_id", help="the user the key acts for")
     create_key.add_argument("--name", default="default", help="what the key is for, shown in lists")
@@ -348,11 +378,14 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("key_id", help="the key's id, as `engram keys list` shows it")
     revoke.set_defaults(run=_keys_revoke, brief=True)
 
-    oauth = commands.add_parser("oauth", help="manage OAuth clients").add_subparsers(
-        dest="topic", required=True, help="which clients"
-    )
-    oauth_clients = oauth.add_parser("clients", help="machine (client_credentials) clients").add_subparsers(
-        dest="action", required=True, help="what to do with machine clients"
+
+def _describe_oauth(parser: argparse.ArgumentParser) -> None:
+    oauth = sub_commands(parser, dest="topic", required=True, help="which clients")
+    oauth_clients = sub_commands(
+        oauth.add_parser("clients", help="machine (client_credentials) clients"),
+        dest="action",
+        required=True,
+        help="what to do with machine clients",
     )
     list_clients = oauth_clients.add_parser("list", help="a user's machine clients")
     list_clients.add_argument("user_id", help="whose machine clients")
@@ -362,13 +395,15 @@ def build_parser() -> argparse.ArgumentParser:
     revoke_client.add_argument("client_id", help="the client's id, as `engram oauth clients list` shows it")
     revoke_client.set_defaults(run=_oauth_clients_revoke, brief=True)
 
-    sync = commands.add_parser("sync", help="edge sync").add_subparsers(
-        dest="topic", required=True, help="clients on an edge; link, status, once and unlink on a node"
+
+def _describe_sync(parser: argparse.ArgumentParser) -> None:
+    from app.sync.commands import add_commands as add_sync_commands
+
+    sync = sub_commands(
+        parser, dest="topic", required=True, help="clients on an edge; link, status, once and unlink on a node"
     )
     sync_clients = sync.add_parser("clients", help="sync credentials for servers and scripts (run on the edge)")
-    sync_clients_actions = sync_clients.add_subparsers(
-        dest="action", required=True, help="what to do with sync clients"
-    )
+    sync_clients_actions = sub_commands(sync_clients, dest="action", required=True, help="what to do with sync clients")
     create_sync = sync_clients_actions.add_parser(
         "create",
         help="make a client_credentials client with scope sync acting as EDGE_USER_ID; prints "
@@ -377,17 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     create_sync.add_argument("user_id", metavar="EDGE_USER_ID", help="the user on this edge whose memories it syncs")
     create_sync.add_argument("--name", required=True, help="what the machine is called (shown on the dashboard)")
     create_sync.set_defaults(run=_sync_clients_create, brief=True)
-    from app.sync.commands import add_commands as add_sync_commands
-
     add_sync_commands(sync)
-
-    from app.projects.cli import register as register_projects
-
-    register_projects(commands)
-    from app.portability.cli import register as register_portability
-
-    register_portability(commands, users)
-    return parser
 
 
 def _quiet_logging(settings: Settings) -> None:
@@ -408,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.disable()
     from app.sync.commands import glue_option_values
 
-    args = build_parser().parse_args(glue_option_values(sys.argv[1:] if argv is None else argv))
+    args = build_parser(lazily=True).parse_args(glue_option_values(sys.argv[1:] if argv is None else argv))
     if collecting and not args.brief:
         gc.enable()
     from app.settings import get_settings

@@ -1,5 +1,5 @@
 """How every list command of ``engram`` prints: one JSON object per line (the default, for scripts and ``jq``), or
-``--format table``, aligned columns for people. Light to import: the parser of every command uses it."""
+``--format table``, aligned columns for people. Light to import: the parser of every list command uses it."""
 
 from __future__ import annotations
 

@@ -22,9 +22,8 @@ if TYPE_CHECKING:
 ImportRunner = Callable[[argparse.Namespace, "Settings"], int]
 
 
-def register(commands: Any, users: Any) -> None:
-    """Add export, import and ``users delete`` to the ``engram`` parser (``users``: the users subcommands)."""
-    export = commands.add_parser("export", help="write a user's data as engram-export JSONL (to stdout by default)")
+def describe_export(export: argparse.ArgumentParser) -> None:
+    """The arguments of ``engram export`` (app.cli lists the commands, with their help)."""
     export.add_argument("--user", required=True, metavar="USER_ID", help="whose data")
     export.add_argument("--session", help="only this session's memories, documents, messages and tasks")
     export.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
@@ -33,10 +32,9 @@ def register(commands: Any, users: Any) -> None:
     )
     export.set_defaults(run=_export)
 
-    importing = commands.add_parser(
-        "import",
-        help="import an export into an existing user; prints a JSON summary {imported, skipped, refused} last",
-    )
+
+def describe_import(importing: argparse.ArgumentParser) -> None:
+    """The arguments of ``engram import``."""
     importing.add_argument(
         "file", nargs="?", metavar="FILE", help="the file to read ('-' for stdin); none with --from mem0-platform"
     )
@@ -57,7 +55,9 @@ def register(commands: Any, users: Any) -> None:
     )
     importing.set_defaults(run=_import)
 
-    delete = users.add_parser("delete", help="delete a user and everything of theirs, everywhere; needs --yes")
+
+def describe_users_delete(delete: argparse.ArgumentParser) -> None:
+    """The arguments of ``engram users delete``."""
     delete.add_argument("user_id", metavar="USER_ID", help="the user to delete")
     delete.add_argument("--yes", action="store_true", help="yes, erase this account (it cannot be undone)")
     delete.set_defaults(run=_users_delete)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.cli_output import add_format_option, print_rows
+from app.cli_parser import sub_commands
 from app.errors import AppError, ValidationFailed
 
 if TYPE_CHECKING:
@@ -21,11 +22,9 @@ T = TypeVar("T")
 SETTLE_SECONDS = 0.3
 
 
-def register(commands: Any) -> None:
-    """Add the project commands to the ``engram`` parser."""
-    projects = commands.add_parser("projects", help="folders indexed into a session").add_subparsers(
-        dest="action", required=True, help="what to do with projects"
-    )
+def describe(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``engram projects`` (app.cli lists the command)."""
+    projects = sub_commands(parser, dest="action", required=True, help="what to do with projects")
     add = projects.add_parser("add", help="register a folder, indexed into the session NAME of a user")
     add.add_argument("name", metavar="NAME", help="the project's name, and the session its files are indexed into")
     add.add_argument("path", metavar="PATH", help="the folder")
@@ -45,10 +44,9 @@ def register(commands: Any) -> None:
     )
     remove.set_defaults(run=_remove)
 
-    index = commands.add_parser(
-        "index",
-        help="reconcile a registered project now (NAME), or index a folder into a remote Engram (PATH --url ...)",
-    )
+
+def describe_index(index: argparse.ArgumentParser) -> None:
+    """The arguments of ``engram index``."""
     index.add_argument(
         "target", metavar="NAME|PATH", help="a registered project's name, or (with --url) a folder to send"
     )
@@ -72,7 +70,7 @@ def _globs(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(work: Coroutine[Any, Any, T]) -> T:
-    import asyncio  # here, not above: the parser of every command imports this module
+    import asyncio  # here, not above: describing the commands (for --help too) needs no event loop
 
     return asyncio.run(work)
 
