@@ -8,6 +8,7 @@ Small on purpose: ``engram`` reads its settings on every command, and pydantic's
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -145,42 +146,44 @@ def _str(value: object) -> str:
 
 
 def _int(value: object) -> int:
-    if isinstance(value, bool):
-        raise ValueError("Input should be a valid integer")
+    # As pydantic's lax mode took them: a bool as 0 or 1, a whole float, the text of an integer (also "8000.0").
     if isinstance(value, int):
-        return value
+        return int(value)
     if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("Input should be a finite number")
         if not value.is_integer():
             raise ValueError("Input should be a valid integer, got a number with a fractional part")
         return int(value)
     if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            raise ValueError("Input should be a valid integer, unable to parse string as an integer") from None
+        whole, point, zeros = value.strip().partition(".")
+        if value.isascii() and (not point or (zeros and not zeros.strip("0"))):
+            try:
+                return int(whole if point else value)
+            except ValueError:
+                pass
+        raise ValueError("Input should be a valid integer, unable to parse string as an integer")
     raise ValueError("Input should be a valid integer")
 
 
 def _float(value: object) -> float:
-    if isinstance(value, bool):
-        raise ValueError("Input should be a valid number")
     if isinstance(value, int | float):
         return float(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and value.isascii():
         try:
             return float(value)
         except ValueError:
-            raise ValueError("Input should be a valid number, unable to parse string as a number") from None
+            pass
+    if isinstance(value, str):
+        raise ValueError("Input should be a valid number, unable to parse string as a number")
     raise ValueError("Input should be a valid number")
 
 
 def _bool(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
+    if isinstance(value, int | float) and value in (0, 1):
         return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
+    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+        return value.lower() in _TRUE
     raise ValueError("Input should be a valid boolean, unable to interpret input")
 
 

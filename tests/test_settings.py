@@ -80,6 +80,7 @@ def test_each_kind_of_value_is_taken_from_text_and_from_toml_as_its_type(
         'search_threshold = 1\nwatch_projects = false\nqdrant_local_path = "q"\nplans = {pro = {weight = 2}}\n'
     )
     monkeypatch.setenv("ENGRAM_MAX_BATCH_SIZE", " 50 ")
+    monkeypatch.setenv("ENGRAM_PORT", "8100.0")  # pydantic's lax mode took a whole number written so
     monkeypatch.setenv("ENGRAM_REUSE_PORT", "Yes")
     monkeypatch.setenv("ENGRAM_DATABASE_URL", "sqlite+aiosqlite:///x.db")
     settings = Settings(embed_threads=4.0)
@@ -87,7 +88,7 @@ def test_each_kind_of_value_is_taken_from_text_and_from_toml_as_its_type(
     assert (settings.watch_projects, settings.reuse_port) == (False, True)
     assert settings.qdrant_local_path == Path("q")
     assert settings.plans == {"pro": {"weight": 2}}
-    assert (settings.max_batch_size, settings.embed_threads) == (50, 4)
+    assert (settings.max_batch_size, settings.embed_threads, settings.port) == (50, 4, 8100)
     assert settings.database_url == "sqlite+aiosqlite:///x.db" and settings.redis_url is None
 
 
@@ -95,7 +96,9 @@ def test_each_kind_of_value_is_taken_from_text_and_from_toml_as_its_type(
     ("given", "why"),
     [
         ({"port": 80.5}, "port: Input should be a valid integer, got a number with a fractional part"),
-        ({"port": True}, "port: Input should be a valid integer"),
+        ({"port": "80.5"}, "port: Input should be a valid integer, unable to parse string as an integer"),
+        ({"port": [80]}, "port: Input should be a valid integer"),
+        ({"reuse_port": " true "}, "reuse_port: Input should be a valid boolean, unable to interpret input"),
         (
             {"search_threshold": "half"},
             "search_threshold: Input should be a valid number, unable to parse string as a number",
