@@ -517,10 +517,11 @@ def test_simple_commands_import_none_of_the_heavy_parts(tmp_path: Path) -> None:
         loaded = _imported(env, *args)
         heavy = sorted(name for name in loaded if name.split(".")[0] in HEAVY)
         assert heavy == [], f"engram {' '.join(args)} imported {heavy[:5]}"
-        # Nor the parts of the API and of the network: the settings are read without pydantic, and only the commands
-        # that talk to a server load httpx.
+        # Nor the parts of the API and of the network: the settings are read without pydantic, only the commands
+        # that talk to a server load httpx, and OAuth clients are listed without the OAuth server (authlib).
         packages = {name.split(".")[0] for name in loaded}
-        assert not {"pydantic", "httpx"} & packages, f"engram {' '.join(args)} imported pydantic or httpx"
+        unwanted = sorted({"pydantic", "httpx", "authlib"} & packages)
+        assert unwanted == [], f"engram {' '.join(args)} imported {unwanted}"
         assert "tomllib" not in packages, args  # there is no config file to read
         if args[0] in ("users", "keys", "sync"):  # the other commands are described only when named
             assert not {"app.projects.cli", "app.portability.cli"} & loaded, args

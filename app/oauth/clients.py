@@ -11,15 +11,9 @@ from urllib.parse import urlsplit
 from authlib.oauth2.rfc6749 import ClientMixin
 
 from app.oauth import credentials, scopes
+from app.oauth.flows import MACHINE_GRANT, PUBLIC, SECRET_METHODS
 from app.text import text_problem
 
-PUBLIC = "none"
-SECRET_METHODS = ("client_secret_basic", "client_secret_post")
-AUTH_METHODS = (PUBLIC, *SECRET_METHODS)
-CODE_GRANTS = ("authorization_code", "refresh_token")
-MACHINE_GRANT = "client_credentials"
-# RFC 8628: a device (an Engram node linking for sync) shows a code that a person approves on the server's web page.
-DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 # RFC 7591 section 2: the metadata fields Engram reads or authlib validates, by JSON type.
 _STRING_FIELDS = (

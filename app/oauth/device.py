@@ -34,7 +34,7 @@ from authlib.oauth2.rfc8628 import (
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import utcnow
-from app.oauth import clients, credentials, repository, resources, scopes
+from app.oauth import credentials, flows, repository, resources, scopes
 from app.oauth.adapter import InvalidTargetError, Request, ServerView, db
 from app.oauth.clients import Client
 from app.oauth.grants import ResourceBound, bound_resource, resource_param, same_resource
@@ -97,8 +97,8 @@ class DeviceAuthorization(DeviceAuthorizationEndpoint):
 
     def create_endpoint_response(self, request: Request) -> tuple[int, dict[str, Any], list[tuple[str, str]]]:
         client: Client = self.authenticate_client(request)
-        if not client.check_grant_type(clients.DEVICE_GRANT):
-            raise UnauthorizedClientError(f"this client is not registered for the {clients.DEVICE_GRANT} grant")
+        if not client.check_grant_type(flows.DEVICE_GRANT):
+            raise UnauthorizedClientError(f"this client is not registered for the {flows.DEVICE_GRANT} grant")
         base = self.server.base
         requested = resource_param(request) or resources.sync_resource(base)
         resource = resources.parse(base, requested)
@@ -158,7 +158,7 @@ class DeviceGrant(ResourceBound, DeviceCodeGrant):
             raise InvalidRequestError("missing 'device_code'")
         client: Client = self.authenticate_token_endpoint_client()
         if not client.check_grant_type(self.GRANT_TYPE):
-            raise UnauthorizedClientError(f"this client is not registered for the {clients.DEVICE_GRANT} grant")
+            raise UnauthorizedClientError(f"this client is not registered for the {flows.DEVICE_GRANT} grant")
         row = repository.device_by_hash(db(), credentials.digest(device_code))
         if row is None or row.client_id != client.client_id:
             raise InvalidGrantError("unknown device_code")

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from app.oauth import clients
+from app.oauth import clients, flows
 from app.oauth.clients import Client
 from app.oauth.models import CLIENT_ID_MAX
 
@@ -138,8 +138,8 @@ def client_from_document(url: str, document: Any) -> Client:
         raise DocumentError("the document's client_id must equal its URL")
     if "client_secret" in document or "client_secret_expires_at" in document:
         raise DocumentError("a client metadata document must not contain a client secret")
-    method = document.get("token_endpoint_auth_method", clients.PUBLIC)
-    if method != clients.PUBLIC:
+    method = document.get("token_endpoint_auth_method", flows.PUBLIC)
+    if method != flows.PUBLIC:
         raise DocumentError("clients identified by a metadata document must use token_endpoint_auth_method none")
     problem = clients.metadata_problem(document)
     if problem:
@@ -148,14 +148,14 @@ def client_from_document(url: str, document: Any) -> Client:
     if not redirect_uris:
         raise DocumentError("the document must list redirect_uris")
     grant_types = document.get("grant_types", ["authorization_code"])
-    if not set(grant_types) <= set(clients.CODE_GRANTS):
+    if not set(grant_types) <= set(flows.CODE_GRANTS):
         raise DocumentError("grant_types: a document client may only use authorization_code and refresh_token")
     name = document.get("client_name")
     metadata: dict[str, Any] = {
         "redirect_uris": redirect_uris,
         "grant_types": grant_types,
         "response_types": ["code"],
-        "token_endpoint_auth_method": clients.PUBLIC,
+        "token_endpoint_auth_method": flows.PUBLIC,
         "client_name": name[:100] if name else None,
     }
     if "scope" in document:

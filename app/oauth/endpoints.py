@@ -11,7 +11,7 @@ from authlib.oauth2.rfc7662 import IntrospectionEndpoint
 
 from app.accounts.principal import WRITE, Principal
 from app.db import utcnow
-from app.oauth import clients, credentials, repository, scopes
+from app.oauth import clients, credentials, flows, repository, scopes
 from app.oauth.adapter import RegistrationRequest, Request, ServerView, db
 from app.oauth.clients import Client
 from app.oauth.grants import TokenRecord
@@ -116,7 +116,7 @@ class Registration(ClientRegistrationEndpoint):
         return credentials.new_client_id()
 
     def generate_client_secret(self, request: RegistrationRequest) -> str | None:
-        if request.client_metadata.get("token_endpoint_auth_method") == clients.PUBLIC:
+        if request.client_metadata.get("token_endpoint_auth_method") == flows.PUBLIC:
             return None
         return credentials.new_client_secret()
 
@@ -125,7 +125,7 @@ class Registration(ClientRegistrationEndpoint):
     ) -> Client:
         secret = client_info.get("client_secret")
         grants_ = client_metadata.get("grant_types") or []
-        registrant = request.registrant if clients.MACHINE_GRANT in grants_ else None
+        registrant = request.registrant if flows.MACHINE_GRANT in grants_ else None
         row = OAuthClient(
             id=client_info["client_id"],
             secret_hash=credentials.digest(secret) if secret else None,
@@ -148,25 +148,25 @@ class Registration(ClientRegistrationEndpoint):
 
 def _check_registration(metadata: dict[str, Any], registrant: Principal | None) -> None:
     method = metadata.setdefault("token_endpoint_auth_method", "client_secret_basic")
-    if method not in clients.AUTH_METHODS:
-        raise InvalidClientMetadataError(f"token_endpoint_auth_method must be one of {', '.join(clients.AUTH_METHODS)}")
+    if method not in flows.AUTH_METHODS:
+        raise InvalidClientMetadataError(f"token_endpoint_auth_method must be one of {', '.join(flows.AUTH_METHODS)}")
     grant_types = metadata.setdefault("grant_types", ["authorization_code"])
-    if not set(grant_types) <= {*clients.CODE_GRANTS, clients.MACHINE_GRANT, clients.DEVICE_GRANT}:
+    if not set(grant_types) <= {*flows.CODE_GRANTS, flows.MACHINE_GRANT, flows.DEVICE_GRANT}:
         raise InvalidClientMetadataError(
-            f"grant_types may be authorization_code, refresh_token, client_credentials and {clients.DEVICE_GRANT}"
+            f"grant_types may be authorization_code, refresh_token, client_credentials and {flows.DEVICE_GRANT}"
         )
-    if clients.DEVICE_GRANT in grant_types and clients.MACHINE_GRANT in grant_types:
+    if flows.DEVICE_GRANT in grant_types and flows.MACHINE_GRANT in grant_types:
         raise InvalidClientMetadataError("a client is either a device (device_code) or a machine (client_credentials)")
     metadata.setdefault("response_types", ["code"] if "authorization_code" in grant_types else [])
     if "authorization_code" in grant_types and not metadata.get("redirect_uris"):
         raise InvalidClientMetadataError("redirect_uris are required for the authorization_code grant")
-    if clients.MACHINE_GRANT in grant_types:
+    if flows.MACHINE_GRANT in grant_types:
         if scopes.SYNC in scopes.split(metadata.get("scope")):
             raise InvalidClientMetadataError(
                 "a client_credentials client with the sync scope is made on the server (`engram sync clients create`) "
                 "or on the dashboard (Link a machine); an API key never acts on the sync resource"
             )
-        if method == clients.PUBLIC:
+        if method == flows.PUBLIC:
             raise InvalidClientMetadataError("a client_credentials client must be confidential")
         if registrant is None:
             raise InvalidClientMetadataError(

@@ -17,7 +17,7 @@ from app.accounts.models import ApiKey
 from app.accounts.revocations import note_revoked
 from app.db import utcnow
 from app.errors import NotFound, ValidationFailed
-from app.oauth import clients, credentials, scopes
+from app.oauth import credentials, flows, scopes
 from app.oauth.models import OAuthClient, OAuthToken
 
 MAX_NAME = 100
@@ -87,7 +87,7 @@ async def create_sync_client(session: AsyncSession, user_id: str, name: str) -> 
         owner_id=user_id,
         client_metadata={
             "client_name": name,
-            "grant_types": [clients.MACHINE_GRANT],
+            "grant_types": [flows.MACHINE_GRANT],
             "response_types": [],
             "token_endpoint_auth_method": "client_secret_basic",
             "scope": scopes.SYNC,

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from app.db import utcnow
-from app.oauth import clients, credentials, repository, scopes
+from app.oauth import credentials, flows, repository, scopes
 from app.oauth.adapter import Reply, Request, T, db, session_var
 from app.oauth.clients import Client
 from app.oauth.device import DeviceAuthorization, DeviceGrant
@@ -72,10 +72,10 @@ class EngramAuthorizationServer(AuthorizationServer):
             "scopes_supported": list(scopes.SUPPORTED),
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
-            "grant_types_supported": [*clients.CODE_GRANTS, clients.MACHINE_GRANT, clients.DEVICE_GRANT],
-            "token_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
-            "revocation_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
-            "introspection_endpoint_auth_methods_supported": list(clients.SECRET_METHODS),
+            "grant_types_supported": [*flows.CODE_GRANTS, flows.MACHINE_GRANT, flows.DEVICE_GRANT],
+            "token_endpoint_auth_methods_supported": list(flows.AUTH_METHODS),
+            "revocation_endpoint_auth_methods_supported": list(flows.AUTH_METHODS),
+            "introspection_endpoint_auth_methods_supported": list(flows.SECRET_METHODS),
             "code_challenge_methods_supported": ["S256"],
             "authorization_response_iss_parameter_supported": True,
             "client_id_metadata_document_supported": True,
@@ -122,7 +122,7 @@ class EngramAuthorizationServer(AuthorizationServer):
         elif grant_type == "refresh_token":
             source = request.refresh_token.row
             family, resource = source.family_id, source.resource
-        elif grant_type == clients.DEVICE_GRANT:
+        elif grant_type == flows.DEVICE_GRANT:
             source = request.credential.row
             family, resource = source.family_id, source.resource
             grant_type = "device_code"  # the URN is longer than the column
