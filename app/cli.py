@@ -12,12 +12,11 @@ import argparse
 import gc
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
-from app.cli_output import add_format_option, print_rows
 from app.cli_parser import Parser, Version, describe_all, described_later, sub_commands
 from app.cli_problems import database_place, database_problem, missing_database
 from app.errors import AppError
@@ -104,158 +103,10 @@ def _migrate(_: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _run_with_db(settings: Settings, work: Callable[[Any], Awaitable[int]]) -> int:
-    import asyncio
-
-    return asyncio.run(_with_db(settings, work))
-
-
-async def _with_db(settings: Settings, work: Callable[[Any], Awaitable[int]]) -> int:
-    from app.accounts.revocations import Revocations
-    from app.db import Database
-
-    db = Database(settings.resolved_database_url)
-    # A revocation made here reaches the running servers' open streams through Redis (when there is one).
-    revocations = Revocations(settings.redis_url)
-    db.after_commit.append(revocations.after_commit)
-    try:
-        return await work(db)
-    finally:
-        await revocations.close()
-        await db.dispose()
-
-
-def _users_create(args: argparse.Namespace, settings: Settings) -> int:
-    from app.accounts import service
-
-    async def work(db: Any) -> int:
-        async with db.session() as session:
-            user = await service.create_user(session, args.email)
-        print(user.id)
-        return 0
-
-    return _run_with_db(settings, work)
-
-
-def _users_list(args: argparse.Namespace, settings: Settings) -> int:
-    from app.accounts import service
-
-    async def work(db: Any) -> int:
-        async with db.session() as session:
-            users = await service.list_users(session)
-        rows = [
-            {
-                "id": user.id,
-                "email": user.email,
-                "plan": user.plan,
-                "password": user.password_hash is not None,
-                "created_at": user.created_at.isoformat(),
-            }
-            for user in users
-        ]
-        print_rows(rows, args.format, ("id", "email", "plan", "password", "created_at"))
-        return 0
-
-    return _run_with_db(settings, work)
-
-
-def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
-    from app.accounts import service
-    from app.accounts.secret import resolve_secret_key
-
-    async def work(db: Any) -> int:
-        secret = await resolve_secret_key(db, settings.secret_key, settings.ensure_data_dir())
-        async with db.session() as session:
-            created = await service.create_key(
-                session,
-                secret,
-                args.user_id,
-                name=args.name,
-                scope=args.scope,
-                bound_session=args.session,
-                bound_agent=args.agent,
-            )
-        print(created.plaintext)
-        print(f"key id {created.key.id}: shown once, store it now", file=sys.stderr)
-        return 0
-
-    return _run_with_db(settings, work)
-
-
-def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
-    from datetime import datetime
-
-    from app.accounts import service
-    from app.accounts.keys import display_prefix
-
-    def iso(value: datetime | None) -> str | None:
-        return value.isoformat() if value else None
-
-    async def work(db: Any) -> int:
-        async with db.session() as session:
-            keys = await service.list_keys(session, args.user_id)
-        rows = [
-            {
-                "id": key.id,
-                "name": key.name,
-                "scope": key.scope,
-                "prefix": display_prefix(key.lookup),
-                "status": "revoked" if key.revoked_at else "active",
-                "created_at": iso(key.created_at),
-                "last_used_at": iso(key.last_used_at),
-                "revoked_at": iso(key.revoked_at),
-                "session": key.session,
-                "agent": key.agent,
-            }
-            for key in keys
-        ]
-        columns = ("id", "name", "scope", "prefix", "status", "session", "agent", "created_at", "last_used_at")
-        print_rows(rows, args.format, columns)
-        return 0
-
-    return _run_with_db(settings, work)
-
-
-def _keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
-    from app.accounts import service
-
-    async def work(db: Any) -> int:
-        async with db.session() as session:
-            key = await service.revoke_key(session, args.key_id)
-        print(f"revoked {key.id}")
-        return 0
-
-    return _run_with_db(settings, work)
-
-
-def _oauth_clients_list(args: argparse.Namespace, settings: Settings) -> int:
-    from app.oauth import machine_clients
-
-    async def work(db: Any) -> int:
-        async with db.session() as session:
-            clients = await machine_clients.list_for(session, args.user_id)
-        columns = ("client_id", "name", "scope", "status", "key_name", "created_at", "last_token_at")
-        print_rows([client.as_json() for client in clients], args.format, columns)
-        return 0
-
-    return _run_with_db(settings, work)
-
-
-def _oauth_clients_revoke(args: argparse.Namespace, settings: Settings) -> int:
-    from app.oauth import machine_clients
-
-    async def work(db: Any) -> int:
-        async with db.session() as session:
-            tokens = await machine_clients.revoke(session, args.client_id)
-        print(f"revoked {args.client_id} and {tokens} of its tokens")
-        return 0
-
-    return _run_with_db(settings, work)
-
-
 def _sync_clients_create(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
+    from app.cli_database import run_with_db
     from app.oauth import machine_clients
 
     async def work(db: Any) -> int:
@@ -264,7 +115,7 @@ def _sync_clients_create(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(created.as_json()))
         return 0
 
-    return _run_with_db(settings, work)
+    return run_with_db(settings, work)
 
 
 def _reindex(_: argparse.Namespace, settings: Settings) -> int:
@@ -317,9 +168,9 @@ def build_parser(*, lazily: bool = False) -> argparse.ArgumentParser:
     migrate = commands.add_parser("migrate", help="create the database, or bring it to the newest revision")
     migrate.set_defaults(run=_migrate, needs_database=False)
     commands.add_parser("reindex", help="rebuild the vector index from the database").set_defaults(run=_reindex)
-    commands.add_parser("users", help="manage users", describe=_describe_users)
-    commands.add_parser("keys", help="manage API keys", describe=_describe_keys)
-    commands.add_parser("oauth", help="manage OAuth clients", describe=_describe_oauth)
+    commands.add_parser("users", help="manage users", describe=described_later("app.accounts.cli", "describe_users"))
+    commands.add_parser("keys", help="manage API keys", describe=described_later("app.accounts.cli", "describe_keys"))
+    commands.add_parser("oauth", help="manage OAuth clients", describe=described_later("app.oauth.cli", "describe"))
     commands.add_parser("sync", help="edge sync", describe=_describe_sync)
     commands.add_parser(
         "projects", help="folders indexed into a session", describe=described_later("app.projects.cli", "describe")
@@ -340,60 +191,6 @@ def build_parser(*, lazily: bool = False) -> argparse.ArgumentParser:
         describe=described_later("app.portability.cli", "describe_import"),
     )
     return parser if lazily else describe_all(parser)
-
-
-def _describe_users(parser: argparse.ArgumentParser) -> None:
-    users = sub_commands(parser, dest="action", required=True, help="what to do with users")
-    create_user = users.add_parser("create", help="create a user; prints the user id")
-    create_user.add_argument("email", help="the new user's email address")
-    create_user.set_defaults(run=_users_create, brief=True)
-    list_users = users.add_parser("list", help="every user: id, email, plan, password (set or not), created_at")
-    add_format_option(list_users)
-    list_users.set_defaults(run=_users_list, brief=True)
-    users.add_parser(
-        "delete",
-        help="delete a user and everything of theirs, everywhere; needs --yes",
-        describe=described_later("app.portability.cli", "describe_users_delete"),
-    )
-
-
-def _describe_keys(parser: argparse.ArgumentParser) -> None:
-    keys = sub_commands(parser, dest="action", required=True, help="what to do with API keys")
-    create_key = keys.add_parser("create", help="create a key; prints it, the only time it is shown")
-    create_key.add_argument("user_id", help="the user the key acts for")
-    create_key.add_argument("--name", default="default", help="what the key is for, shown in lists")
-    create_key.add_argument("--scope", choices=["read", "write"], default="write", help="what the key may do")
-    create_key.add_argument(
-        "--session", default=None, help="bind the key to this session (with --agent): it acts only as that agent"
-    )
-    create_key.add_argument("--agent", default=None, help="bind the key to this agent (with --session)")
-    create_key.set_defaults(run=_keys_create, brief=True)
-    list_keys = keys.add_parser(
-        "list", help="a user's keys: id, name, scope, prefix, status, created_at, last_used_at, revoked_at"
-    )
-    list_keys.add_argument("user_id", help="whose keys")
-    add_format_option(list_keys)
-    list_keys.set_defaults(run=_keys_list, brief=True)
-    revoke = keys.add_parser("revoke", help="revoke a key")
-    revoke.add_argument("key_id", help="the key's id, as `engram keys list` shows it")
-    revoke.set_defaults(run=_keys_revoke, brief=True)
-
-
-def _describe_oauth(parser: argparse.ArgumentParser) -> None:
-    oauth = sub_commands(parser, dest="topic", required=True, help="which clients")
-    oauth_clients = sub_commands(
-        oauth.add_parser("clients", help="machine (client_credentials) clients"),
-        dest="action",
-        required=True,
-        help="what to do with machine clients",
-    )
-    list_clients = oauth_clients.add_parser("list", help="a user's machine clients")
-    list_clients.add_argument("user_id", help="whose machine clients")
-    add_format_option(list_clients)
-    list_clients.set_defaults(run=_oauth_clients_list, brief=True)
-    revoke_client = oauth_clients.add_parser("revoke", help="revoke a machine client and every token it holds")
-    revoke_client.add_argument("client_id", help="the client's id, as `engram oauth clients list` shows it")
-    revoke_client.set_defaults(run=_oauth_clients_revoke, brief=True)
 
 
 def _describe_sync(parser: argparse.ArgumentParser) -> None:
