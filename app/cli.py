@@ -13,7 +13,7 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
@@ -103,21 +103,6 @@ def _migrate(_: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _sync_clients_create(args: argparse.Namespace, settings: Settings) -> int:
-    import json
-
-    from app.cli_database import run_with_db
-    from app.oauth import machine_clients
-
-    async def work(db: Any) -> int:
-        async with db.session() as session:
-            created = await machine_clients.create_sync_client(session, args.user_id, args.name)
-        print(json.dumps(created.as_json()))
-        return 0
-
-    return run_with_db(settings, work)
-
-
 def _reindex(_: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
@@ -171,7 +156,7 @@ def build_parser(*, lazily: bool = False) -> argparse.ArgumentParser:
     commands.add_parser("users", help="manage users", describe=described_later("app.accounts.cli", "describe_users"))
     commands.add_parser("keys", help="manage API keys", describe=described_later("app.accounts.cli", "describe_keys"))
     commands.add_parser("oauth", help="manage OAuth clients", describe=described_later("app.oauth.cli", "describe"))
-    commands.add_parser("sync", help="edge sync", describe=_describe_sync)
+    commands.add_parser("sync", help="edge sync", describe=described_later("app.sync.commands", "describe"))
     commands.add_parser(
         "projects", help="folders indexed into a session", describe=described_later("app.projects.cli", "describe")
     )
@@ -191,25 +176,6 @@ def build_parser(*, lazily: bool = False) -> argparse.ArgumentParser:
         describe=described_later("app.portability.cli", "describe_import"),
     )
     return parser if lazily else describe_all(parser)
-
-
-def _describe_sync(parser: argparse.ArgumentParser) -> None:
-    from app.sync.commands import add_commands as add_sync_commands
-
-    sync = sub_commands(
-        parser, dest="topic", required=True, help="clients on an edge; link, status, once and unlink on a node"
-    )
-    sync_clients = sync.add_parser("clients", help="sync credentials for servers and scripts (run on the edge)")
-    sync_clients_actions = sub_commands(sync_clients, dest="action", required=True, help="what to do with sync clients")
-    create_sync = sync_clients_actions.add_parser(
-        "create",
-        help="make a client_credentials client with scope sync acting as EDGE_USER_ID; prints "
-        '{"client_id": ..., "client_secret": ...}, the only time the secret is shown',
-    )
-    create_sync.add_argument("user_id", metavar="EDGE_USER_ID", help="the user on this edge whose memories it syncs")
-    create_sync.add_argument("--name", required=True, help="what the machine is called (shown on the dashboard)")
-    create_sync.set_defaults(run=_sync_clients_create, brief=True)
-    add_sync_commands(sync)
 
 
 def _quiet_logging(settings: Settings) -> None:

@@ -1,8 +1,10 @@
-"""``engram sync link|status|once|unlink``: run on a node. Each prints one JSON object on stdout; people's prompts
-and warnings go to stderr; a failure is one line on stderr and a non-zero exit.
+"""``engram sync``: ``clients create``, run on an edge, and ``link|status|once|unlink``, run on a node. Each prints
+one JSON object on stdout; people's prompts and warnings go to stderr; a failure is one line on stderr and a non-zero
+exit.
 
-The parser is built for every ``engram`` command, so this module imports little; each command imports what it
-needs when it runs: ``app.sync.status``, or ``app.sync.node_commands`` for those that talk to an edge.
+Every ``engram`` command loads this module (main reads the command line with ``glue_option_values``), so it imports
+little; each command imports what it needs when it runs: ``app.oauth.machine_clients`` for ``clients create``,
+``app.sync.status``, or ``app.sync.node_commands`` for those that talk to an edge.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from app.cli_parser import sub_commands
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -32,7 +36,25 @@ def glue_option_values(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def add_commands(sync: Any) -> None:
+def describe(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``engram sync`` (app.cli lists the command)."""
+    sync = sub_commands(
+        parser, dest="topic", required=True, help="clients on an edge; link, status, once and unlink on a node"
+    )
+    sync_clients = sync.add_parser("clients", help="sync credentials for servers and scripts (run on the edge)")
+    sync_clients_actions = sub_commands(sync_clients, dest="action", required=True, help="what to do with sync clients")
+    create_sync = sync_clients_actions.add_parser(
+        "create",
+        help="make a client_credentials client with scope sync acting as EDGE_USER_ID; prints "
+        '{"client_id": ..., "client_secret": ...}, the only time the secret is shown',
+    )
+    create_sync.add_argument("user_id", metavar="EDGE_USER_ID", help="the user on this edge whose memories it syncs")
+    create_sync.add_argument("--name", required=True, help="what the machine is called (shown on the dashboard)")
+    create_sync.set_defaults(run=_clients_create, brief=True)
+    _add_node_commands(sync)
+
+
+def _add_node_commands(sync: Any) -> None:
     """Register the node's commands under ``engram sync``."""
     link = sync.add_parser("link", help="link a local user to a user on an edge; prints the link as JSON")
     link.add_argument(
@@ -70,3 +92,18 @@ def _later(module: str, name: str) -> Any:
         return code
 
     return run
+
+
+def _clients_create(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from app.cli_database import run_with_db
+    from app.oauth import machine_clients
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            created = await machine_clients.create_sync_client(session, args.user_id, args.name)
+        print(json.dumps(created.as_json()))
+        return 0
+
+    return run_with_db(settings, work)
