@@ -1,5 +1,7 @@
-"""The ``engram`` command: serve, migrate, users, keys, oauth clients, sync (clients, link, status, once, unlink),
-reindex, projects, index, export, import.
+"""The ``engram`` command: main, and the list of commands. Each capability describes and runs its own: users and keys
+(app.accounts.cli), oauth clients (app.oauth.cli), sync (app.sync.commands: clients, link, status, once, unlink),
+projects and index (app.projects.cli), export, import and users delete (app.portability.cli); serve (app.serve),
+migrate and reindex are here.
 
 Simple commands must start fast (tests/test_cli.py guards it): this module and the parser import only the standard
 library and small modules of ours. Each command imports what it needs (the database, the model, mem0, the stores,
@@ -22,68 +24,13 @@ from app.cli_problems import database_place, database_problem, missing_database
 from app.errors import AppError
 
 if TYPE_CHECKING:
-    import socket
-
     from app.settings import Settings
-
-KEEP_ALIVE_SECONDS = 75
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    import contextlib
+    from app.serve import serve
 
-    import uvicorn
-
-    from app.gc_tuning import tune_for_serving
-    from app.main import create_app
-    from app.migrate import behind_head
-    from app.observability.logs import configure_logging
-
-    settings.ensure_data_dir()
-    problem = behind_head(settings.resolved_database_url)
-    if problem is not None:
-        print(f"engram serve: {problem}", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_format, settings.log_level)
-    flags = {name: value for name, value in (("host", args.host), ("port", args.port)) if value is not None}
-    # Same as ENGRAM_HOST / ENGRAM_PORT: the advertised URL follows them unless ENGRAM_PUBLIC_BASE_URL is set.
-    settings = settings.replace(**flags)
-    app = create_app(settings)
-    app.on_startup.append(tune_for_serving)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        # Our handler formats uvicorn's error log too; the access log is ours (app.observability.middleware).
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-        # The app decides whose forwarded headers to believe (app.client_address, ENGRAM_TRUSTED_PROXIES).
-        proxy_headers=False,
-        # Longer than any client's own idle timeout (httpx 5 s, Node 4-5 s, proxies 60 s): the client closes an idle
-        # connection first, never the server in the instant a request is sent on it (a lost request, unretried).
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
-    )
-    server = uvicorn.Server(config)
-    sockets = [_reusable_socket(settings.host, settings.port)] if settings.reuse_port else None
-    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C after a graceful shutdown is no error
-        server.run(sockets=sockets)
-    return 0 if server.started else 3  # as uvicorn.run: the app's start-up failed
-
-
-def _reusable_socket(host: str, port: int) -> socket.socket:
-    """A listening socket other processes may bind too (SO_REUSEPORT): the kernel spreads connections over them."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
+    return serve(settings, host=args.host, port=args.port)
 
 
 def _migrate(_: argparse.Namespace, settings: Settings) -> int:

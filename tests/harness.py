@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from app.cli import KEEP_ALIVE_SECONDS
+from app.serve import KEEP_ALIVE_SECONDS
 from app.settings import Settings
 
 
