@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.memories.models import MemoryRecord
@@ -25,11 +25,7 @@ class PushPosition:
 
 async def pending(session: AsyncSession, user_id: str, link_id: str, position: PushPosition) -> int:
     """How many memories a link still has to send (each once, however many times it changed)."""
-    logged = select(MemoryChange.memory_id).where(
-        MemoryChange.user_id == user_id,
-        MemoryChange.seq > position.seq,
-        or_(MemoryChange.source.is_(None), MemoryChange.source != link_id),
-    )
+    logged = select(MemoryChange.memory_id).where(*_unsent(user_id, link_id, position.seq))
     if position.after is not None:
         snapshot = select(MemoryRecord.id).where(MemoryRecord.user_id == user_id, MemoryRecord.id > position.after)
         logged = logged.union(snapshot)  # type: ignore[assignment]
@@ -41,10 +37,15 @@ async def pending(session: AsyncSession, user_id: str, link_id: str, position: P
 
 async def oldest_pending_at(session: AsyncSession, user_id: str, link_id: str, seq: int) -> datetime | None:
     """When the oldest change not yet sent was written (None when the log is sent)."""
-    query = select(func.min(MemoryChange.created_at)).where(
+    query = select(func.min(MemoryChange.created_at)).where(*_unsent(user_id, link_id, seq))
+    oldest: datetime | None = (await session.execute(query)).scalar_one()
+    return oldest
+
+
+def _unsent(user_id: str, link_id: str, seq: int) -> tuple[ColumnElement[bool], ...]:
+    """The user's changes past ``seq`` that the link still has to send: all but those it brought in itself."""
+    return (
         MemoryChange.user_id == user_id,
         MemoryChange.seq > seq,
         or_(MemoryChange.source.is_(None), MemoryChange.source != link_id),
     )
-    oldest: datetime | None = (await session.execute(query)).scalar_one()
-    return oldest
