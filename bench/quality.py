@@ -3,7 +3,9 @@
     .venv/bin/python bench/quality.py [--data ../shared/data/locomo-dev.zip] [--out result.json] [--keep DIR]
 
 Each conversation belongs to its own user. Every dialog turn is stored through `POST /v1/memories` as one memory,
-content "<speaker>: <text>", metadata {"dia_id", "date": the session's date_time}. Every answerable question
+content "<speaker>: <text>", metadata {"dia_id", "date": the session's date_time}. A turn that shares a photo carries
+it as LoCoMo's own retrieval baselines do, "... and shared <the photo's caption>" (the dataset gives every shared
+image as its BLIP caption); `--text-only` leaves the photo out, as this benchmark did before. Every answerable question
 (categories 1-4) is sent as-is to `POST /v1/memories/search` with `limit` 10 and nothing else. A question is found at
 k when every one of its evidence turns is among the first k results (strict recall@k). Prints recall@5 and @10
 overall and per category, and the p50/p99 latency of the searches.
@@ -53,7 +55,15 @@ class Outcome:
     misses: list[dict[str, Any]] = field(default_factory=list)
 
 
-def load(path: Path) -> list[Conversation]:
+def said(turn: dict[str, Any], with_photo: bool) -> str:
+    """A turn as a memory: what was said and, as in LoCoMo's reference retrieval code, the photo shared with it."""
+    content = f"{turn['speaker']}: {turn['text']}"
+    if with_photo and turn.get("blip_caption"):
+        content += f" and shared {turn['blip_caption']}"
+    return content
+
+
+def load(path: Path, with_photo: bool = True) -> list[Conversation]:
     conversations = []
     with zipfile.ZipFile(path) as archive:
         for name in sorted(n for n in archive.namelist() if n.endswith(".json")):
@@ -61,7 +71,7 @@ def load(path: Path) -> list[Conversation]:
             sessions = sorted((int(m.group(1)), key) for key in data if (m := re.fullmatch(r"session_(\d+)", key)))
             turns = [
                 {
-                    "content": f"{turn['speaker']}: {turn['text']}",
+                    "content": said(turn, with_photo),
                     "metadata": {"dia_id": turn["dia_id"], "date": data[f"{key}_date_time"]},
                 }
                 for _, key in sessions
@@ -149,8 +159,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--out", type=Path, help="write the figures and the misses as JSON")
     parser.add_argument("--keep", type=Path, help="use (and keep) this data directory instead of a temporary one")
+    parser.add_argument("--text-only", action="store_true", help="store each turn's words without its shared photo")
     args = parser.parse_args()
-    conversations = load(args.data)
+    conversations = load(args.data, with_photo=not args.text_only)
     from tests.harness import free_port
 
     with tempfile.TemporaryDirectory(prefix="engram-quality-") as tmp:
