@@ -1,5 +1,5 @@
 """The ``engram`` command: main, and the list of commands. Each capability describes and runs its own: users and keys
-(app.accounts.cli), oauth clients (app.oauth.cli), sync (app.sync.commands: clients, link, status, once, unlink),
+(app.accounts.cli), oauth clients (app.oauth.cli), sync (app.sync.cli: clients, link, status, once, unlink),
 projects and index (app.projects.cli), export, import and users delete (app.portability.cli); serve (app.serve),
 migrate and reindex are here.
 
@@ -103,7 +103,7 @@ def build_parser(*, lazily: bool = False) -> argparse.ArgumentParser:
     commands.add_parser("users", help="manage users", describe=described_later("app.accounts.cli", "describe_users"))
     commands.add_parser("keys", help="manage API keys", describe=described_later("app.accounts.cli", "describe_keys"))
     commands.add_parser("oauth", help="manage OAuth clients", describe=described_later("app.oauth.cli", "describe"))
-    commands.add_parser("sync", help="edge sync", describe=described_later("app.sync.commands", "describe"))
+    commands.add_parser("sync", help="edge sync", describe=described_later("app.sync.cli", "describe"))
     commands.add_parser(
         "projects", help="folders indexed into a session", describe=described_later("app.projects.cli", "describe")
     )
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # skips that last pass); any other command gets it back at once.
     collecting = gc.isenabled()
     gc.disable()
-    from app.sync.commands import glue_option_values
+    from app.sync.cli import glue_option_values
 
     args = build_parser(lazily=True).parse_args(glue_option_values(sys.argv[1:] if argv is None else argv))
     if collecting and not args.brief:

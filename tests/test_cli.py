@@ -479,7 +479,7 @@ def test_every_list_command_prints_json_lines_or_a_table(tmp_path: Path) -> None
 
 # --- simple commands stay light ---------------------------------------------------------------------------------
 
-# The modules that describe a command group's arguments (app.sync.commands is always loaded: main reads the argv
+# The modules that describe a command group's arguments (app.sync.cli is always loaded: main reads the argv
 # with it).
 DESCRIBED_BY = {
     "users": "app.accounts.cli",

@@ -1,7 +1,7 @@
 """``engram sync status``: this node and every link, read from the database alone.
 
 No network here, so the command imports neither httpx nor the sync protocol (tests/test_cli.py guards it); the
-commands that talk to an edge (``app.sync.node_commands``) share this module's database and output.
+commands that talk to an edge (``app.sync.node_cli``) share this module's database and output.
 """
 
 from __future__ import annotations

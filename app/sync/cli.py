@@ -4,7 +4,7 @@ exit.
 
 Every ``engram`` command loads this module (main reads the command line with ``glue_option_values``), so it imports
 little; each command imports what it needs when it runs: ``app.oauth.machine_clients`` for ``clients create``,
-``app.sync.status``, or ``app.sync.node_commands`` for those that talk to an edge.
+``app.sync.status``, or ``app.sync.node_cli`` for those that talk to an edge.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _add_node_commands(sync: Any) -> None:
     )
     link.add_argument("--client-secret", help="its secret (with --client-id)")
     link.add_argument("--name", help="what the edge calls this machine (default: Engram on HOSTNAME)")
-    link.set_defaults(run=_later("node_commands", "run_link"))
+    link.set_defaults(run=_later("node_cli", "run_link"))
 
     status = sync.add_parser("status", help="this node and every link, as one JSON object")
     status.set_defaults(run=_later("status", "run_status"), brief=True)
@@ -75,12 +75,12 @@ def _add_node_commands(sync: Any) -> None:
     once.add_argument(
         "--timeout", type=float, default=DEFAULT_ONCE_TIMEOUT, metavar="SECONDS", help="give up after this long"
     )
-    once.set_defaults(run=_later("node_commands", "run_once"))
+    once.set_defaults(run=_later("node_cli", "run_once"))
 
     unlink = sync.add_parser("unlink", help="remove a link and revoke its tokens on the edge")
     unlink.add_argument("edge_url", metavar="EDGE_URL", help="the edge of the link, as `engram sync status` shows it")
     unlink.add_argument("--user", required=True, metavar="LOCAL_USER_ID", help="the local user of the link")
-    unlink.set_defaults(run=_later("node_commands", "run_unlink"))
+    unlink.set_defaults(run=_later("node_cli", "run_unlink"))
 
 
 def _later(module: str, name: str) -> Any:

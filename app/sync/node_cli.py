@@ -1,4 +1,4 @@
-"""What ``engram sync link|once|unlink`` do, each talking to an edge (the parser is in ``app.sync.commands``;
+"""What ``engram sync link|once|unlink`` do, each talking to an edge (the parser is in ``app.sync.cli``;
 ``engram sync status``, which reads the database alone, is ``app.sync.status``)."""
 
 from __future__ import annotations
