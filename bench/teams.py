@@ -27,7 +27,7 @@ from mcp.types import LoggingMessageNotificationParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.coordination import Server, call, connect, line
+from bench.mcp_harness import Server, call, connect, line
 
 
 async def claim_round_trip(server: Server, samples: int) -> None:
