@@ -11,12 +11,17 @@ expiry.
 The revoking transaction also writes a ``credential_revocations`` row, and every server polls that table (one indexed
 read per ``revocation_poll_seconds`` per process, however many streams are open): that is how a revocation made in
 another process reaches the streams where no Redis carries it (the CLI of an embedded install, or Redis down).
+
+Deleting an account revokes every credential of it, but an erased user must not be named in the database afterwards,
+even for the day such a row is kept: its row holds ``erasure_mark(user_id)``, a digest, and each process matches it
+against the users of its own open streams (``concerns``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +46,25 @@ _NOTED = "engram.revoked_users"
 GAP_SECONDS = 10.0
 _MAX_GAPS = 1000
 _POLL_BATCH = 1000
+
+
+ERASED = "erased:"
+
+
+def erasure_mark(user_id: str) -> str:
+    """What announces a deleted account's revocation in its place: a digest of its id, which names nobody."""
+    return ERASED + hashlib.blake2b(user_id.encode(), digest_size=16).hexdigest()
+
+
+def concerns(announced: str, user_id: str) -> bool:
+    """Whether an announcement (a user id, or an erased account's mark) is about ``user_id``."""
+    return announced == user_id or (announced.startswith(ERASED) and announced == erasure_mark(user_id))
+
+
+def note_erased(session: Any, user_id: str) -> None:
+    """Record, in the session that deletes the account, that all of ``user_id``'s credentials are going: the row
+    other processes poll holds the account's mark, not its id."""
+    session.add(CredentialRevocation(user_id=erasure_mark(user_id)))
 
 
 def note_revoked(session: Any, user_id: str | None) -> None:
@@ -127,15 +151,22 @@ class Revocations:
                     del self._watchers[user_id]
 
     def listen(self, listener: Callable[[str], None]) -> None:
-        """Call ``listener(user_id)`` for every announcement (e.g. to end MCP sessions of that user)."""
+        """Call ``listener(announced)`` for every announcement (e.g. to end MCP sessions of that user): a user id, or
+        an erased account's mark (``concerns`` tells whether it is about a given user)."""
         self._listeners.append(listener)
 
-    def _fire(self, user_id: str) -> None:
-        for event in self._watchers.get(user_id, ()):
-            event.set()
+    def _fire(self, announced: str) -> None:
+        """Wake the streams of the user ``announced`` names (by id, or by an erased account's mark)."""
+        if announced.startswith(ERASED):
+            users = [user for user in self._watchers if concerns(announced, user)]
+        else:
+            users = [announced]
+        for user in users:
+            for event in self._watchers.get(user, ()):
+                event.set()
         for listener in self._listeners:
             try:
-                listener(user_id)
+                listener(announced)
             except Exception:
                 log.exception("a revocation listener failed")
 

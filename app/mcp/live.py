@@ -25,6 +25,7 @@ from mcp.server.session import ServerSession
 
 from app.accounts.auth import Authenticator, Recheck
 from app.accounts.principal import Principal
+from app.accounts.revocations import concerns
 from app.coordination import Event
 from app.coordination.cursors import parse_cursor
 from app.db import utcnow
@@ -128,7 +129,7 @@ class LiveSessions:
     def credential_revoked(self, user_id: str) -> None:
         """A credential of ``user_id`` was revoked: end, at once, every MCP session whose credential no longer holds
         (its GET stream closes; the client's next request finds the session gone and must authenticate again)."""
-        mine = [(sid, live.principal) for sid, live in self._sessions.items() if live.owner.user_id == user_id]
+        mine = [(sid, live.principal) for sid, live in self._sessions.items() if concerns(user_id, live.owner.user_id)]
         if mine and self._tasks is not None:
             self._tasks.start_soon(self._end_revoked, mine, name="mcp-revocation")
 

@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, Table, delete, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.models import ApiKey, User
+from app.accounts.revocations import note_erased
 from app.coordination import Coordination
 from app.db import Base, Database, utcnow
 from app.errors import NotFound
@@ -66,8 +67,9 @@ async def delete_account(
 ) -> Erased:
     """Erase ``user_id``: NotFound when there is no such user. ``engine`` None: the caller's index follows later
     (``engram reindex`` or a server's repair at start), ``coordination`` None: nothing is kept outside the database.
-    ``announce`` (``Revocations.announce``) ends the user's open streams at once; elsewhere their timed re-check
-    finds the credential gone. (``note_revoked`` would leave a ``credential_revocations`` row naming the user.)"""
+    ``announce`` (``Revocations.announce``) ends the user's open streams in this process (and, through Redis, in the
+    others) at once; the revocation row written with the deletion tells every server that polls the database, under
+    the account's mark rather than its id (``revocations.note_erased``)."""
     async with db.session() as session:
         if await session.get(User, user_id) is None:
             raise NotFound(f"no user {user_id}")
@@ -76,6 +78,7 @@ async def delete_account(
         )
         await _remember_credentials(session, user_id)
         rows = await _delete_rows(session, user_id)
+        note_erased(session, user_id)
     if announce is not None:
         try:
             await announce({user_id})

@@ -135,6 +135,76 @@ async def test_an_mcp_get_stream_ends_when_the_cli_revokes_its_key(installation:
     assert not pushed_after
 
 
+def test_a_rest_sse_stream_ends_when_the_cli_deletes_its_account(installation: Installation) -> None:
+    server = installation.server
+    doomed, bystander = make_account(server), make_account(server)
+    stream, unaffected = SseReader(server, doomed.key, "web"), SseReader(server, bystander.key, "web")
+    deleted = installation.cli("users", "delete", doomed.user_id, "--yes")
+    assert stream.ended_within(deleted, WITHIN), stream.events
+    assert unaffected.ended_at is None
+
+
+@pytest.mark.anyio
+async def test_an_mcp_session_ends_when_the_cli_deletes_its_account(installation: Installation) -> None:
+    server = installation.server
+    doomed = make_account(server)
+    url = mcp_url(server, session_id(doomed.user_id, "cli", "gone"))
+    headers = {"Authorization": f"Bearer {doomed.key}", "Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=SLOW_RECHECK)) as http:
+        opened = await http.post(url, json=initialize, headers=headers)
+        assert opened.status_code == 200, opened.text
+        session_headers = {
+            **headers,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session_headers)
+        ended = anyio.Event()
+
+        async def hold_get_stream() -> None:
+            async with http.stream("GET", url, headers=session_headers) as stream:
+                assert stream.status_code == 200
+                async for _ in stream.aiter_bytes():
+                    pass
+            ended.set()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(hold_get_stream)
+            await anyio.sleep(0.3)  # the GET stream is open
+            await anyio.to_thread.run_sync(lambda: installation.cli("users", "delete", doomed.user_id, "--yes"))
+            with anyio.fail_after(WITHIN):
+                await ended.wait()
+
+
+def test_what_a_deleted_account_leaves_for_other_processes_names_nobody(installation: Installation) -> None:
+    """The revocation row other servers poll carries the account's mark; its id is gone from every table."""
+    from sqlalchemy import select
+
+    from app.accounts.models import CredentialRevocation
+    from app.accounts.revocations import concerns, erasure_mark
+
+    server = installation.server
+    doomed = make_account(server)
+    add_key(server, doomed.user_id)
+    installation.cli("users", "delete", doomed.user_id, "--yes")
+
+    async def announced() -> list[str]:
+        async with server.container.db.session() as session:
+            return list((await session.execute(select(CredentialRevocation.user_id))).scalars())
+
+    rows = server.run(announced())
+    assert doomed.user_id not in rows
+    assert erasure_mark(doomed.user_id) in rows
+    assert concerns(erasure_mark(doomed.user_id), doomed.user_id)
+    assert not concerns(erasure_mark(doomed.user_id), make_account(server).user_id)
+
+
 @pytest.mark.anyio
 async def test_a_listen_stream_ends_when_the_cli_revokes_its_key(installation: Installation) -> None:
     server = installation.server
