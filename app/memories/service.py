@@ -17,10 +17,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.principal import Principal
 from app.db import utcnow
-from app.errors import Conflict, NotFound, PayloadTooLarge, ValidationFailed
+from app.errors import Conflict, PayloadTooLarge, ValidationFailed
 from app.identity import Identity
 from app.memories import repository
 from app.memories.events import actor_of, edits, history_event, log_added, mark_deleted
+from app.memories.history import MemoryHistory
 from app.memories.models import MemoryRecord
 from app.memories.records import (
     CONTEXT_WINDOW,
@@ -31,13 +32,9 @@ from app.memories.records import (
     to_out,
     with_context,
 )
+from app.memories.repair import MemoryRepair
 from app.memories.schemas import (
-    HISTORY_PAGE,
-    MAX_EVENT_ID,
-    MAX_HISTORY_PAGE,
     CreatedMemory,
-    HistoryEntry,
-    HistoryResponse,
     MemoryCounts,
     MemoryIn,
     MemoryOut,
@@ -57,7 +54,7 @@ from app.memories.scopes import (
     visibility_key,
     visibility_of,
 )
-from app.memories.service_base import Limits, MemoryServiceBase, RoleLookup, log, resolve_identity
+from app.memories.service_base import Limits, RoleLookup, log, resolve_identity
 
 __all__ = ["Limits", "MemoryService", "RoleLookup", "resolve_identity"]
 
@@ -80,7 +77,7 @@ _RECORD_COLUMNS = (
 )
 
 
-class MemoryService(MemoryServiceBase):
+class MemoryService(MemoryHistory, MemoryRepair):
     """Memory operations on behalf of a principal. Created once; holds the database and the index."""
 
     async def _plan(
@@ -555,41 +552,6 @@ class MemoryService(MemoryServiceBase):
             self.metrics.memories_deleted.inc(len(records))
         return [r.id for r in records]
 
-    async def history(
-        self,
-        principal: Principal,
-        identity: Identity | None,
-        memory_id: str,
-        *,
-        limit: int = HISTORY_PAGE,
-        after: int | None = None,
-    ) -> HistoryResponse:
-        """A page of a memory's changes, oldest first, after the event ``after``; deleted memories keep theirs."""
-        if not 1 <= limit <= MAX_HISTORY_PAGE:
-            raise ValidationFailed(f"limit must be between 1 and {MAX_HISTORY_PAGE}", field="limit")
-        if after is not None and not 0 <= after <= MAX_EVENT_ID:
-            raise ValidationFailed(f"after must be an event id between 0 and {MAX_EVENT_ID}", field="after")
-        who = resolve_identity(principal, identity, None, None)
-        async with self.db.session() as session:
-            record = await repository.any_record(session, principal.user_id, memory_id)
-            if record is None or (who.is_session and not can_read(who, record.visibility, role=await self._role(who))):
-                raise NotFound(f"no memory {memory_id}")
-            # One more than the page: whether there is a next page, without counting the rest.
-            events = await repository.history(session, principal.user_id, memory_id, limit=limit + 1, after=after)
-        page = events[:limit]
-        entries = [
-            HistoryEntry(
-                event=e.event,
-                old_content=e.old_content,
-                new_content=e.new_content,
-                actor=e.actor,
-                created_at=e.created_at,
-                detail=e.detail,
-            )
-            for e in page
-        ]
-        return HistoryResponse(memory_id=memory_id, history=entries, next=page[-1].id if len(events) > limit else None)
-
     async def topics(
         self, principal: Principal, identity: Identity | None, *, session: str | None = None, agent: str | None = None
     ) -> builtins.list[Topic]:
@@ -662,31 +624,6 @@ class MemoryService(MemoryServiceBase):
             scopes=most_first({name or "": n for name, n in scopes.items()}),
             tags=most_first(tags),
         )
-
-    async def reindex(self) -> int:
-        """Rebuild the whole vector index from the database."""
-        await self.engine.reset()
-        total = 0
-        async with self.db.session() as session:
-            async for batch in repository.stream_live(session):
-                await self.engine.upsert(await with_context(session, batch))
-                total += len(batch)
-        return total
-
-    async def repair(self) -> tuple[int, int]:
-        """Make the index match the database: add live rows it lacks, drop points no live row backs."""
-        async with self.db.session() as session:
-            live = await repository.live_ids(session)
-        indexed = await self.engine.ids()
-        missing = sorted(live - indexed)
-        orphans = sorted(indexed - live)
-        for start in range(0, len(missing), 500):
-            async with self.db.session() as session:
-                rows = await with_context(session, await repository.by_ids(session, missing[start : start + 500]))
-            await self.engine.upsert(rows)
-        if orphans:
-            await self.engine.purge(orphans)
-        return len(missing), len(orphans)
 
 
 def _entities(entities: Mapping[str, Sequence[str]] | None, end_user: str | None) -> dict[str, list[str]] | None:
