@@ -8,10 +8,12 @@ Refusals are quick and honest:
 - 429 ``over_fair_share`` at arrival, for a tenant already holding more than its share of the server (the limit
   plus room to queue, split by weight between the tenants with requests in), while other tenants are waiting too.
   A tenant with ``min_share`` or fewer requests outstanding is never over its share.
-- 503 ``overloaded`` for a request that waited its whole budget without a slot. The budget is CoDel's: while the
-  queue drains (some waiter in the last ``interval`` started within ``target``) a request may wait ``queue_timeout``;
-  once waits stand above ``target`` for a whole interval, new arrivals wait at most ``overloaded_wait``, so a
-  standing queue is not kept standing and its clients hear "retry later" in a fraction of a second.
+- 503 ``overloaded`` for a request that waited its whole budget without a slot. The budget is CoDel's, kept for each
+  tenant's queue as FQ-CoDel keeps it for each flow: while a tenant's queue drains (one of its waiters in the last
+  ``interval`` started within ``target``) its requests may wait ``queue_timeout``; once its waits stand above
+  ``target`` for a whole interval, its new arrivals wait at most ``overloaded_wait``, so a standing queue is not kept
+  standing and its clients hear "retry later" in a fraction of a second. A tenant sending a few requests beside a
+  flood keeps the full budget: the flood's standing queue is the flood's, and round robin serves the few in turn.
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ class _Tenant:
     outstanding: int = 0  # queued + in service
     queue: deque[Ticket] = field(default_factory=deque)
     credit: int = 0
+    # CoDel's state for this tenant's queue: since when every wait has stood above target, and whether for a whole
+    # interval (its new arrivals then wait only the short budget).
+    above_since: float | None = None
+    overloaded: bool = False
 
 
 class Admission:
@@ -84,8 +90,6 @@ class Admission:
         self._tenants: dict[str, _Tenant] = {}
         self._turns: deque[str] = deque()  # tenants with someone queued, in turn order
         self._queued = 0
-        self._above_since: float | None = None
-        self._overloaded = False
 
     @property
     def queued(self) -> int:
@@ -93,7 +97,8 @@ class Admission:
 
     @property
     def overloaded(self) -> bool:
-        return self._overloaded
+        """Whether some tenant's waits have stood above target for an interval (its arrivals get the short budget)."""
+        return any(state.overloaded for state in self._tenants.values())
 
     @asynccontextmanager
     async def slot(self, tenant: str, kind: str, *, weight: int = 1, tenant_class: str = "") -> AsyncIterator[None]:
@@ -124,7 +129,7 @@ class Admission:
                 "this account has more requests in progress than its share of a busy server; retry after 1 s",
                 headers=retry_after_header(1),
             )
-        budget = self.config.overloaded_wait if self._overloaded else self.config.queue_timeout
+        budget = self.config.overloaded_wait if state.overloaded else self.config.queue_timeout
         state.outstanding += 1
         self._enqueue(state, ticket)
         try:
@@ -211,21 +216,20 @@ class Admission:
             ticket = state.queue.popleft()
             self._queued -= 1
             state.credit -= 1
+            self._note_wait(state, now - ticket.arrived, now)
             if not state.queue:
                 self._turns.popleft()
+                state.above_since, state.overloaded = None, False  # its queue drained
             elif state.credit <= 0:
                 state.credit = state.weight
                 self._turns.rotate(-1)
-            self._note_wait(now - ticket.arrived, now)
             self._start(ticket, now)
-        if not self._queued:
-            self._above_since, self._overloaded = None, False
 
-    def _note_wait(self, waited: float, now: float) -> None:
-        """CoDel's test: has every wait of the last interval been above target?"""
+    def _note_wait(self, state: _Tenant, waited: float, now: float) -> None:
+        """CoDel's test, for one tenant's queue: has every wait of its last interval been above target?"""
         if waited < self.config.target:
-            self._above_since, self._overloaded = None, False
-        elif self._above_since is None:
-            self._above_since = now
-        elif now - self._above_since >= self.config.interval:
-            self._overloaded = True
+            state.above_since, state.overloaded = None, False
+        elif state.above_since is None:
+            state.above_since = now
+        elif now - state.above_since >= self.config.interval:
+            state.overloaded = True

@@ -131,6 +131,31 @@ async def test_once_waits_stand_above_target_new_arrivals_wait_only_the_short_bu
     assert not gate.overloaded  # the queue drained
 
 
+async def test_a_tenant_beside_another_tenants_standing_queue_keeps_the_full_budget() -> None:
+    """CoDel per tenant, as FQ-CoDel keeps it per flow: the flood's standing queue shortens the flood's waits only."""
+    gate = Admission(fixed(1, target=0.001, interval=0.0, queue_timeout=HANG, overloaded_wait=0.01, min_share=100))
+    running = await gate.enter("flood", "add")
+    queued = [asyncio.ensure_future(gate.enter("flood", "add")) for _ in range(3)]
+    await asyncio.sleep(0.01)  # every waiter of the flood is now past the target
+    gate.leave(running)
+    first = await asyncio.wait_for(queued[0], HANG)
+    gate.leave(first)
+    second = await asyncio.wait_for(queued[1], HANG)
+    assert gate.overloaded
+    with pytest.raises(Overloaded):  # the flood's own new arrival waits only the short budget
+        await asyncio.wait_for(gate.enter("flood", "add"), HANG / 2)
+    quiet = asyncio.ensure_future(gate.enter("quiet", "search"))
+    await asyncio.sleep(0.1)  # ten short budgets: with one CoDel state for the server it would have heard 503
+    assert not quiet.done()
+    gate.leave(second)  # the slot goes to whichever tenant's turn it is; then to the other
+    await _settle()
+    turns = [queued[2], quiet] if queued[2].done() else [quiet, queued[2]]
+    for waiting in turns:
+        gate.leave(await asyncio.wait_for(waiting, HANG))
+        await _settle()
+    assert not gate.overloaded and gate.in_flight == 0 and gate.queued == 0
+
+
 async def test_a_client_that_goes_away_while_waiting_leaves_nothing_behind() -> None:
     gate = Admission(fixed(1))
     running = await gate.enter("alice", "search")
