@@ -24,7 +24,7 @@ import pytest
 from tests.accounts.test_revocation_reaches_streams import SseReader
 from tests.conftest import _settings
 from tests.harness import RunningServer, add_key, make_account, serve
-from tests.mcp.conftest import mcp_url, session_id
+from tests.mcp.conftest import hold_get_stream, mcp_url, raw_session, session_id
 from tests.mcp.test_listen import agent_and_raw_listener
 from tests.oauth.conftest import make_sync_client, sync_token
 
@@ -93,38 +93,14 @@ async def test_an_mcp_get_stream_ends_when_the_cli_revokes_its_key(installation:
     me = make_account(server)
     doomed = add_key(server, me.user_id)
     url = mcp_url(server, session_id(me.user_id, "cli", "doomed"))
-    headers = {"Authorization": f"Bearer {doomed.key}", "Accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
-    }
     async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=SLOW_RECHECK)) as http:
-        opened = await http.post(url, json=initialize, headers=headers)
-        assert opened.status_code == 200, opened.text
-        session_headers = {
-            **headers,
-            "mcp-session-id": opened.headers["mcp-session-id"],
-            "mcp-protocol-version": "2025-06-18",
-        }
-        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session_headers)
+        session = await raw_session(http, url, doomed.key)
         ended = anyio.Event()
-        pushed_after: list[bytes] = []
-        revoked_at: list[float] = []
-
-        async def hold_get_stream() -> None:
-            async with http.stream("GET", url, headers=session_headers) as stream:
-                assert stream.status_code == 200
-                async for chunk in stream.aiter_bytes():
-                    if revoked_at and b"after the revocation" in chunk:
-                        pushed_after.append(chunk)
-            ended.set()
-
+        chunks: list[bytes] = []
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(hold_get_stream)
+            tasks.start_soon(hold_get_stream, http, url, session, ended, chunks)
             await anyio.sleep(0.3)  # the GET stream is open
-            revoked_at.append(await anyio.to_thread.run_sync(lambda: installation.cli("keys", "revoke", doomed.key_id)))
+            await anyio.to_thread.run_sync(lambda: installation.cli("keys", "revoke", doomed.key_id))
             # The promise is that the revocation reaches the stream within a second (the database is polled every
             # 0.5 s): a change made two seconds later must never be pushed on it.
             await anyio.sleep(2.0)
@@ -132,7 +108,7 @@ async def test_an_mcp_get_stream_ends_when_the_cli_revokes_its_key(installation:
                 other.post("/v1/sessions/cli/changes", json={"agent": "x", "changes_summary": "after the revocation"})
             with anyio.fail_after(WITHIN):
                 await ended.wait()
-    assert not pushed_after
+    assert not any(b"after the revocation" in chunk for chunk in chunks)
 
 
 def test_a_rest_sse_stream_ends_when_the_cli_deletes_its_account(installation: Installation) -> None:
@@ -149,33 +125,11 @@ async def test_an_mcp_session_ends_when_the_cli_deletes_its_account(installation
     server = installation.server
     doomed = make_account(server)
     url = mcp_url(server, session_id(doomed.user_id, "cli", "gone"))
-    headers = {"Authorization": f"Bearer {doomed.key}", "Accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
-    }
     async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=SLOW_RECHECK)) as http:
-        opened = await http.post(url, json=initialize, headers=headers)
-        assert opened.status_code == 200, opened.text
-        session_headers = {
-            **headers,
-            "mcp-session-id": opened.headers["mcp-session-id"],
-            "mcp-protocol-version": "2025-06-18",
-        }
-        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session_headers)
+        session = await raw_session(http, url, doomed.key)
         ended = anyio.Event()
-
-        async def hold_get_stream() -> None:
-            async with http.stream("GET", url, headers=session_headers) as stream:
-                assert stream.status_code == 200
-                async for _ in stream.aiter_bytes():
-                    pass
-            ended.set()
-
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(hold_get_stream)
+            tasks.start_soon(hold_get_stream, http, url, session, ended)
             await anyio.sleep(0.3)  # the GET stream is open
             await anyio.to_thread.run_sync(lambda: installation.cli("users", "delete", doomed.user_id, "--yes"))
             with anyio.fail_after(WITHIN):

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import _settings
 from tests.harness import RunningServer, add_key, make_account, revoke_key, serve
-from tests.mcp.conftest import mcp_url, session_id
+from tests.mcp.conftest import hold_get_stream, mcp_url, raw_session, session_id
 from tests.mcp.test_listen import agent_and_raw_listener
 
 pytestmark = [pytest.mark.redis]
@@ -106,30 +106,11 @@ async def test_a_revoked_keys_mcp_session_is_ended_and_its_get_stream_closed(
     me = make_account(a)
     doomed = add_key(a, me.user_id)
     url = mcp_url(b, session_id(me.user_id, "web", "agent"))
-    headers = {"Authorization": f"Bearer {doomed.key}", "Accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
-    }
     async with httpx.AsyncClient(timeout=30) as http:
-        opened = await http.post(url, json=initialize, headers=headers)
-        assert opened.status_code == 200, opened.text
-        sid = opened.headers["mcp-session-id"]
-        session_headers = {**headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"}
-        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session_headers)
+        session_headers = await raw_session(http, url, doomed.key)
         ended = anyio.Event()
-
-        async def hold_get_stream() -> None:
-            async with http.stream("GET", url, headers=session_headers) as stream:
-                assert stream.status_code == 200
-                async for _ in stream.aiter_bytes():
-                    pass
-            ended.set()
-
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(hold_get_stream)
+            tasks.start_soon(hold_get_stream, http, url, session_headers, ended)
             await anyio.sleep(0.3)  # the GET stream is open
             started = time.monotonic()
             await anyio.to_thread.run_sync(lambda: revoke_key(a, doomed.key_id))

@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote
 
+import anyio
+import httpx
 import httpx2
 import pytest
 from mcp.client import Client
@@ -38,6 +40,35 @@ async def connect(
 
 def session_id(user_id: str, session: str, agent: str) -> str:
     return f"{user_id}__session__{session}__{agent}"
+
+
+async def raw_session(http: httpx.AsyncClient, url: str, key: str) -> dict[str, str]:
+    """An MCP session opened by hand (initialize, then initialized), for tests that watch the wire: the headers each
+    later request of that session carries."""
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    opened = await http.post(url, json=initialize, headers=headers)
+    assert opened.status_code == 200, opened.text
+    session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    return session
+
+
+async def hold_get_stream(
+    http: httpx.AsyncClient, url: str, session: dict[str, str], ended: anyio.Event, chunks: list[bytes] | None = None
+) -> None:
+    """Hold the session's GET stream open until the server ends it (then set ``ended``), keeping what it sent."""
+    async with http.stream("GET", url, headers=session) as stream:
+        assert stream.status_code == 200
+        async for chunk in stream.aiter_bytes():
+            if chunks is not None:
+                chunks.append(chunk)
+    ended.set()
 
 
 @pytest.fixture(params=["api", "redis_api"])
