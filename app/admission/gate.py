@@ -70,6 +70,10 @@ class _Tenant:
     above_since: float | None = None
     overloaded: bool = False
 
+    def drained(self) -> None:
+        """Nothing of this tenant waits any more (served or gone): no queue of its stands."""
+        self.above_since, self.overloaded = None, False
+
 
 class Admission:
     """One per server process; every admitted request must be left (``slot`` does it)."""
@@ -200,6 +204,7 @@ class Admission:
             self._queued -= 1
             if not state.queue:
                 self._turns.remove(ticket.tenant)
+                state.drained()
         state.outstanding -= 1
         self._forget_if_idle(ticket.tenant)
         self.probe.state(self.in_flight, self._queued, self.limit.current)
@@ -219,7 +224,7 @@ class Admission:
             self._note_wait(state, now - ticket.arrived, now)
             if not state.queue:
                 self._turns.popleft()
-                state.above_since, state.overloaded = None, False  # its queue drained
+                state.drained()
             elif state.credit <= 0:
                 state.credit = state.weight
                 self._turns.rotate(-1)

@@ -156,6 +156,27 @@ async def test_a_tenant_beside_another_tenants_standing_queue_keeps_the_full_bud
     assert not gate.overloaded and gate.in_flight == 0 and gate.queued == 0
 
 
+async def test_a_queue_emptied_by_waiters_that_went_away_is_no_longer_standing() -> None:
+    gate = Admission(fixed(1, target=0.001, interval=0.0, queue_timeout=HANG, overloaded_wait=0.01))
+    running = await gate.enter("alice", "add")
+    queued = [asyncio.ensure_future(gate.enter("alice", "add")) for _ in range(3)]
+    await asyncio.sleep(0.01)  # every waiter is now past the target
+    gate.leave(running)
+    first = await asyncio.wait_for(queued[0], HANG)
+    gate.leave(first)
+    second = await asyncio.wait_for(queued[1], HANG)
+    assert gate.overloaded
+    queued[2].cancel()  # the last waiter's client goes away: nothing of alice's waits any more
+    with pytest.raises(asyncio.CancelledError):
+        await queued[2]
+    assert not gate.overloaded
+    later = asyncio.ensure_future(gate.enter("alice", "add"))
+    await asyncio.sleep(0.1)  # ten short budgets: a queue still taken for standing would have answered 503
+    assert not later.done()
+    gate.leave(second)
+    gate.leave(await asyncio.wait_for(later, HANG))
+
+
 async def test_a_client_that_goes_away_while_waiting_leaves_nothing_behind() -> None:
     gate = Admission(fixed(1))
     running = await gate.enter("alice", "search")
