@@ -3,10 +3,12 @@ revoked there reaches the running servers' open streams through Redis (when ther
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from app.accounts.revocations import Revocations
     from app.db import Database
     from app.settings import Settings
 
@@ -19,6 +21,13 @@ def run_with_db(settings: Settings, work: Callable[[Database], Awaitable[int]]) 
 
 
 async def _with_db(settings: Settings, work: Callable[[Database], Awaitable[int]]) -> int:
+    async with command_database(settings) as (db, _):
+        return await work(db)
+
+
+@asynccontextmanager
+async def command_database(settings: Settings) -> AsyncIterator[tuple[Database, Revocations]]:
+    """The database, and the revocations that its commits announce (also to hand to what announces by itself)."""
     from app.accounts.revocations import Revocations
     from app.db import Database
 
@@ -27,7 +36,7 @@ async def _with_db(settings: Settings, work: Callable[[Database], Awaitable[int]
     revocations = Revocations(settings.redis_url)
     db.after_commit.append(revocations.after_commit)
     try:
-        return await work(db)
+        yield db, revocations
     finally:
         await revocations.close()
         await db.dispose()

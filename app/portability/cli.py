@@ -205,21 +205,16 @@ def _users_delete(args: argparse.Namespace, settings: Settings) -> int:
 async def _delete_beside_a_server(settings: Settings, user_id: str) -> Any:
     """Another process holds the embedded index and answers no control socket: erase the database (and Redis's
     coordination); that index drops the account's points at its next start (repair removes points no row backs)."""
-    from app.accounts.revocations import Revocations
+    from app.cli_database import command_database
     from app.coordination import create_coordination
-    from app.db import Database
     from app.portability.erase import delete_account
 
-    db = Database(settings.resolved_database_url)
-    revocations = Revocations(settings.redis_url)
-    db.after_commit.append(revocations.after_commit)
-    coordination = create_coordination(settings.redis_url)
-    try:
-        erased = await delete_account(db, None, coordination, user_id, revocations.announce)
-    finally:
-        await coordination.close()
-        await revocations.close()
-        await db.dispose()
+    async with command_database(settings) as (db, revocations):
+        coordination = create_coordination(settings.redis_url)
+        try:
+            erased = await delete_account(db, None, coordination, user_id, revocations.announce)
+        finally:
+            await coordination.close()
     print(
         "warning: a running server holds the index; it drops this account's vectors at its next start "
         "(or stop it and run `engram reindex`)",
