@@ -165,6 +165,7 @@ def admission_config(settings: Settings) -> AdmissionConfig:
         initial_limit=settings.admission_initial_limit,
         min_limit=settings.admission_min_limit,
         max_limit=settings.admission_max_limit,
+        tolerance=settings.admission_latency_tolerance,
     )
 
 

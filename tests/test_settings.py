@@ -143,3 +143,16 @@ def test_an_unknown_setting_is_a_mistake_in_the_code(in_empty_folder: Path) -> N
         Settings(prot=80)
     with pytest.raises(TypeError, match="unknown setting 'prot'"):
         Settings().replace(prot=80)
+
+
+def test_the_admission_latency_tolerance_reaches_the_adaptive_limit(
+    in_empty_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.admission.gate import Admission
+    from app.main import admission_config
+
+    monkeypatch.setenv("ENGRAM_ADMISSION_LATENCY_TOLERANCE", "3")
+    assert Admission(admission_config(Settings())).limit.tolerance == 3.0
+    monkeypatch.setenv("ENGRAM_ADMISSION_LATENCY_TOLERANCE", "1")
+    with pytest.raises(ValueError, match=r"(?i)admission_latency_tolerance"):
+        Settings()

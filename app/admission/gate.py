@@ -44,6 +44,8 @@ class AdmissionConfig:
     initial_limit: int = 8
     min_limit: int = 2
     max_limit: int = 32
+    # How much longer than the fastest recent request of its kind a window's median may take before the limit shrinks.
+    tolerance: float = 1.5
 
 
 @dataclass(eq=False)
@@ -86,7 +88,10 @@ class Admission:
     ) -> None:
         self.config = config or AdmissionConfig()
         self.limit = AdaptiveLimit(
-            initial=self.config.initial_limit, minimum=self.config.min_limit, maximum=self.config.max_limit
+            initial=self.config.initial_limit,
+            minimum=self.config.min_limit,
+            maximum=self.config.max_limit,
+            tolerance=self.config.tolerance,
         )
         self.probe = probe or NoProbe()
         self.clock = clock

@@ -53,3 +53,15 @@ def test_a_machine_that_became_slower_for_good_is_learned_again() -> None:
     low = limit.current
     feed(limit, 0.05, in_flight=None, start=now, windows=20)
     assert limit.current > low
+
+
+def test_by_default_requests_taking_twice_their_fastest_lower_it() -> None:
+    """Twice as slow as the fastest is requests queueing for the cores inside: the default tolerance (1.5) sheds it."""
+    limit = AdaptiveLimit(initial=8, minimum=2, maximum=10)
+    now = feed(limit, 0.01, in_flight=8, start=0.0, windows=1)
+    feed(limit, 0.02, in_flight=8, start=now, windows=10)
+    assert limit.current < 8
+    lenient = AdaptiveLimit(initial=8, minimum=2, maximum=10, tolerance=2.5)
+    now = feed(lenient, 0.01, in_flight=8, start=0.0, windows=1)
+    feed(lenient, 0.02, in_flight=8, start=now, windows=10)
+    assert lenient.current >= 8
