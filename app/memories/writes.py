@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -19,6 +20,35 @@ from app.memories.records import CONTEXT_WINDOW, to_indexed, to_out, with_contex
 from app.memories.schemas import CreatedMemory, MemoryIn, MemoryOut
 from app.memories.scopes import Scope, can_read, default_scope, visibility_key
 from app.memories.service_base import MemoryServiceBase, log, resolve_identity
+
+
+def _new_record(
+    principal: Principal,
+    memory_id: str,
+    content: str,
+    item: MemoryIn,
+    writer: Identity,
+    scope: Scope,
+    visibility: str,
+    role: str | None,
+    now: datetime,
+) -> MemoryRecord:
+    """The database row of a memory just indexed under ``memory_id`` (``content`` as the index stored it)."""
+    return MemoryRecord(
+        id=memory_id,
+        user_id=principal.user_id,
+        session=writer.session,
+        agent=writer.agent,
+        end_user=item.end_user,
+        scope=scope,
+        visibility=visibility,
+        role=role,
+        content=content,
+        tags=list(item.tags),
+        metadata_=dict(item.metadata),
+        created_at=now,
+        updated_at=now,
+    )
 
 
 class MemoryWrites(MemoryServiceBase):
@@ -87,21 +117,7 @@ class MemoryWrites(MemoryServiceBase):
                 for outcome in outcomes:
                     indexed.append(outcome.id)
                     records.append(
-                        MemoryRecord(
-                            id=outcome.id,
-                            user_id=principal.user_id,
-                            session=who.session,
-                            agent=who.agent,
-                            end_user=item.end_user,
-                            scope=scope,
-                            visibility=visibility,
-                            role=role,
-                            content=outcome.content,
-                            tags=list(item.tags),
-                            metadata_=dict(item.metadata),
-                            created_at=now,
-                            updated_at=now,
-                        )
+                        _new_record(principal, outcome.id, outcome.content, item, who, scope, visibility, role, now)
                     )
 
             async def store(session: AsyncSession) -> None:
@@ -174,20 +190,8 @@ class MemoryWrites(MemoryServiceBase):
                     await self.quotas.check_memories(principal.user_id, len(plans) - len(old))
                 now = utcnow()
                 records = [
-                    MemoryRecord(
-                        id=str(uuid.uuid4()),
-                        user_id=principal.user_id,
-                        session=w.session,
-                        agent=w.agent,
-                        end_user=item.end_user,
-                        scope=scope,
-                        visibility=visibility,
-                        role=writer_role,
-                        content=item.content,
-                        tags=list(item.tags),
-                        metadata_=dict(item.metadata),
-                        created_at=now,
-                        updated_at=now,
+                    _new_record(
+                        principal, str(uuid.uuid4()), item.content, item, w, scope, visibility, writer_role, now
                     )
                     for item, w, scope, visibility, writer_role in plans
                 ]
