@@ -28,6 +28,7 @@ from app.container import Container, provide_container, provide_principal
 from app.coordination import create_coordination
 from app.coordination.lives import DatabaseLives
 from app.db import Database
+from app.head_requests import HeadAsGet
 from app.health import healthz, readyz
 from app.housekeeping import sweep_forever
 from app.http_errors import EXCEPTION_HANDLERS
@@ -280,7 +281,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         debug=False,
     )
     bind_options_to_their_routes(app)
-    app.asgi_handler = ReleaseSlots(Mem0Paths(app.asgi_handler))
+    app.asgi_handler = ReleaseSlots(Mem0Paths(HeadAsGet(app.asgi_handler, leave_alone=MCP_MOUNT)))
     install_observability(app, metrics, {MCP_MOUNT: MCP_MOUNT + "/{client_name}/{user_id}"})
     # Outermost: every layer below (logs, limits, handlers) sees the client the trusted proxy named.
     app.asgi_handler = TrustedProxies(
