@@ -65,7 +65,8 @@ def dense_of(vectors: Any) -> list[float] | None:
 def lexical_of(vectors: Any) -> lexical.Sparse | None:
     """The lexical vector of a point as a store returns it (both clients give ``indices`` and ``values``), if any."""
     found = vectors.get(LEXICAL) if isinstance(vectors, dict) else None
-    return None if found is None else lexical.Sparse(list(found.indices), list(found.values))
+    # Not copied: qdrant-edge makes new lists on each read and nothing changes qdrant-client's (a third of the cost).
+    return None if found is None else lexical.Sparse(found.indices, found.values)
 
 
 def dense_prefetch(limit: int) -> int:
