@@ -16,15 +16,16 @@ from typing import Any
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 
-def _with_head_allowed(headers: Any) -> list[tuple[bytes, bytes]]:
-    changed = []
-    for name, value in headers:
+def _with_head_allowed(headers: Any) -> list[tuple[bytes, bytes]] | None:
+    """``headers`` with HEAD added to an ``Allow`` that names GET, or None when nothing changes (most answers)."""
+    for position, (name, value) in enumerate(headers):
         if name.lower() == b"allow":
             methods = [m.strip() for m in value.split(b",")]
             if b"GET" in methods and b"HEAD" not in methods:
-                value = b", ".join(sorted([*methods, b"HEAD"]))
-        changed.append((name, value))
-    return changed
+                changed = list(headers)
+                changed[position] = (name, b", ".join(sorted([*methods, b"HEAD"])))
+                return changed
+    return None
 
 
 class HeadAsGet:
@@ -46,8 +47,8 @@ class HeadAsGet:
             if ended:
                 return  # the rest of a stream that HEAD already ended
             if message["type"] == "http.response.start":
-                message = {**message, "headers": _with_head_allowed(message.get("headers", ()))}
-                await send(message)
+                headers = _with_head_allowed(message.get("headers", ()))
+                await send(message if headers is None else {**message, "headers": headers})
                 if head:
                     ended = True
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
