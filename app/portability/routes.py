@@ -15,6 +15,7 @@ from app.container import Container, authenticated
 from app.errors import PayloadTooLarge
 from app.identity import validate_name
 from app.openapi import error_responses
+from app.openapi.params import name_parameter
 from app.portability import service
 from app.portability.importer import parse, split_body
 
@@ -54,7 +55,7 @@ class PortabilityController(Controller):
         principal: Principal,
         container: Container,
         session: Annotated[
-            str | None, Parameter(description="Only this session's memories, documents, messages")
+            str | None, name_parameter("session", "Only this session's memories, documents, messages")
         ] = None,
         vectors: Annotated[bool, Parameter(description="Add each memory's dense vector (with the model id)")] = False,
     ) -> Stream:
