@@ -5,6 +5,8 @@ whole import, naming the line (``MalformedLine``). Records that are well formed 
 here: the same memory id in this account, the same document path, agent, task or message) or refused one by one
 with the reason (a memory id another account holds, content over this server's limit, the plan's quota). Memories
 are written like any local write: the change log gets them, so edge sync pushes them and other instances index them.
+A memory this account deleted since the export is restored (an import is how a backup is put back), with an ADD in
+its history, as edge sync records a deleted memory written again.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Any, cast
 from sqlalchemy import Table, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import Database
+from app.db import Database, utcnow
 from app.errors import AppError, QuotaExceeded
 from app.identity import Identity, validate_name
 from app.memories.engine import MemoryEngine
+from app.memories.events import history_event
 from app.memories.models import MemoryEvent, MemoryRecord
 from app.memories.points import is_uuid
 from app.memories.records import with_context
@@ -45,6 +48,19 @@ from app.text import check_metadata, check_text
 
 # Memories written (and embedded) per transaction.
 BATCH = 200
+# What a restored memory takes from the file; its id, owner and history stay the row's.
+RESTORED_FIELDS = (
+    "session",
+    "agent",
+    "scope",
+    "visibility",
+    "role",
+    "end_user",
+    "content",
+    "tags",
+    "metadata_",
+    "created_at",
+)
 # Refusals listed in the summary; the count covers them all.
 MAX_REASONS = 100
 
@@ -221,46 +237,58 @@ class Importer:
         guard = self.changes.guard(ids) if self.changes is not None else _nothing()
         async with guard:
             async with self.db.session() as session:
-                held = dict(
-                    (
+                held = {
+                    memory_id: (owner, deleted_at is not None)
+                    for memory_id, owner, deleted_at in (
                         await session.execute(
-                            select(MemoryRecord.id, MemoryRecord.user_id).where(MemoryRecord.id.in_(ids))
+                            select(MemoryRecord.id, MemoryRecord.user_id, MemoryRecord.deleted_at).where(
+                                MemoryRecord.id.in_(ids)
+                            )
                         )
-                    )
-                    .tuples()
-                    .all()
-                )
+                    ).tuples()
+                }
             new: list[tuple[int, MemoryLine, MemoryRecord]] = []
+            deleted: list[tuple[int, MemoryLine, MemoryRecord]] = []
             for number, line, record in wanted:
-                owner = held.get(record.id)
-                if owner == user_id:
-                    summary.skipped += 1
-                elif owner is not None:
-                    summary.refuse(number, f"memory {record.id}: this id belongs to another account on this server")
-                else:
+                owner, gone = held.get(record.id, (None, False))
+                if owner is None:
                     new.append((number, line, record))
-            if not new:
-                return
-            try:
-                await self._write(user_id, new, vectors_usable, dims)
-            except QuotaExceeded as exc:
-                for number, _, record in new:
-                    summary.refuse(number, f"memory {record.id}: {exc.message}")
-                return
-        if self.changes is not None:
+                elif owner != user_id:
+                    summary.refuse(number, f"memory {record.id}: this id belongs to another account on this server")
+                elif gone:
+                    deleted.append((number, line, record))
+                else:
+                    summary.skipped += 1
+            written = 0
+            for lines, write in ((new, self._write), (deleted, self._restore)):
+                if not lines:
+                    continue
+                try:
+                    written += await write(user_id, lines, vectors_usable, dims)
+                except QuotaExceeded as exc:
+                    for number, _, record in lines:
+                        summary.refuse(number, f"memory {record.id}: {exc.message}")
+        if written and self.changes is not None:
             self.changes.committed()
-        summary.imported += len(new)
+        summary.imported += written
 
-    async def _write(
-        self, user_id: str, new: Sequence[tuple[int, MemoryLine, MemoryRecord]], vectors_usable: bool, dims: int
-    ) -> None:
-        records = [r for _, _, r in new]
+    def _vectors(
+        self, lines: Sequence[tuple[int, MemoryLine, MemoryRecord]], vectors_usable: bool, dims: int
+    ) -> dict[str, list[float]]:
+        """The file's vectors by memory id, where they are this server's model's."""
         vectors: dict[str, list[float]] = {}
         if vectors_usable and dims == self.dims:
-            for _, line, record in new:
+            for _, line, record in lines:
                 vector = unpack_vector(line.vector, dims) if line.vector else None
                 if vector is not None:
                     vectors[record.id] = vector
+        return vectors
+
+    async def _write(
+        self, user_id: str, new: Sequence[tuple[int, MemoryLine, MemoryRecord]], vectors_usable: bool, dims: int
+    ) -> int:
+        records = [r for _, _, r in new]
+        vectors = self._vectors(new, vectors_usable, dims)
         indexed = False
         try:
             async with self.db.session() as session:
@@ -279,6 +307,57 @@ class Importer:
             if indexed:
                 await asyncio.shield(self.engine.purge([r.id for r in records]))
             raise
+        return len(records)
+
+    async def _restore(
+        self, user_id: str, lines: Sequence[tuple[int, MemoryLine, MemoryRecord]], vectors_usable: bool, dims: int
+    ) -> int:
+        """Bring back memories this account deleted, as the file holds them; the rows (and their history) stay."""
+        vectors = self._vectors(lines, vectors_usable, dims)
+        indexed = False
+        restored: list[MemoryRecord] = []
+        try:
+            async with self.db.session() as session:
+                if self.quotas is not None:
+                    await self.quotas.reserve_memories(session, user_id, len(lines))
+                rows = {
+                    row.id: row
+                    for row in (
+                        await session.execute(
+                            select(MemoryRecord).where(
+                                MemoryRecord.id.in_([r.id for _, _, r in lines]),
+                                MemoryRecord.user_id == user_id,
+                                MemoryRecord.deleted_at.is_not(None),
+                            )
+                        )
+                    ).scalars()
+                }
+                now = utcnow()
+                for _, _, wanted in lines:
+                    row = rows.get(wanted.id)
+                    if row is None:
+                        continue  # restored (or written) by someone else since it was read
+                    for name in RESTORED_FIELDS:
+                        setattr(row, name, getattr(wanted, name))
+                    row.updated_at = now
+                    row.deleted_at = None
+                    restored.append(row)
+                if self.changes is not None:
+                    self.changes.stamp(restored)
+                session.add_all(
+                    history_event(row, "ADD", f"{user_id} via import", detail="restored from an export")
+                    for row in restored
+                )
+                await session.flush()
+                indexed = True
+                await self.engine.upsert(await with_context(session, restored), vectors)
+                if self.changes is not None:
+                    await self.changes.append(session, restored, "upsert")
+        except BaseException:
+            if indexed:
+                await asyncio.shield(self.engine.purge([r.id for r in restored]))
+            raise
+        return len(restored)
 
 
 async def _insert_history(

@@ -85,6 +85,28 @@ def test_round_trip_into_an_empty_server_is_exact_and_a_second_import_adds_nothi
         assert [e["event"] for e in history] == ["ADD", "UPDATE"]
 
 
+def test_a_memory_deleted_since_the_export_is_restored_by_importing_it(api: RunningServer) -> None:
+    account = make_account(api)
+    with api.client(account.key) as http:
+        kept = http.post("/v1/memories", json={"content": "We deploy with fly", "tags": ["ops"]}).json()["id"]
+        lost = http.post("/v1/memories", json={"content": "Staging runs on port 8443", "tags": ["ops"]}).json()["id"]
+        backup = export_of(api, account.key)
+        assert http.delete(f"/v1/memories/{lost}").status_code == 200
+
+        summary = _import(api, account.key, body_of(backup))
+        assert summary == {"imported": 1, "skipped": 1, "refused": 0, "reasons": []}
+        restored = http.get(f"/v1/memories/{lost}")
+        assert restored.status_code == 200, restored.text
+        assert restored.json()["content"] == "Staging runs on port 8443" and restored.json()["tags"] == ["ops"]
+        history = http.get(f"/v1/memories/{lost}/history").json()["history"]
+        assert [e["event"] for e in history] == ["ADD", "DELETE", "ADD"]
+        found = http.post("/v1/memories/search", json={"query": "which port does staging run on"}).json()["results"]
+        assert lost in [r["id"] for r in found]
+        assert http.get(f"/v1/memories/{kept}").status_code == 200
+
+    assert _import(api, account.key, body_of(backup)) == {"imported": 0, "skipped": 2, "refused": 0, "reasons": []}
+
+
 def test_an_id_another_account_holds_is_refused_with_its_reason(api: RunningServer) -> None:
     _, key = fill(api)
     exported = export_of(api, key)
