@@ -185,7 +185,7 @@ class Mem0Service:
         threshold = body.get("threshold")
         if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
             raise ValidationFailed("threshold must be a number between 0 and 1", field="threshold")
-        wanted = self._filter(body)
+        wanted = self._filter(principal, body)
         try:
             request = SearchIn(query=query, limit=top_k, threshold=threshold)
         except ValidationError as exc:
@@ -200,7 +200,7 @@ class Mem0Service:
                 return {"results": results[:top_k]}
             depth = min(depth * 4, MAX_SEARCH_DEPTH)
 
-    def _filter(self, body: Mapping[str, Any]) -> mem0_filters.Filter:
+    def _filter(self, principal: Principal, body: Mapping[str, Any]) -> mem0_filters.Filter:
         """The filters of a read, with the top-level ``categories`` / dates the client may send beside them."""
         raw = body.get("filters")
         if raw is not None and not isinstance(raw, Mapping):
@@ -219,6 +219,7 @@ class Mem0Service:
         combined: dict[str, Any] | None = dict(raw) if raw else None
         if extra:
             combined = {"AND": [*([combined] if combined else []), *extra]}
+        _within_binding(principal, combined)
         return mem0_filters.parse(combined)
 
     async def _matching(self, principal: Principal, wanted: mem0_filters.Filter) -> list[dict[str, Any]]:
@@ -238,7 +239,7 @@ class Mem0Service:
         for option in ("show_expired", "latest_only", "fields"):
             if body.get(option):
                 raise NotSupported(f"not supported by Engram: get_all option {option!r}")
-        found = await self._matching(principal, self._filter(body))
+        found = await self._matching(principal, self._filter(principal, body))
         start = (number - 1) * size
         link = f"{base_url}/v3/memories/?page={{}}&page_size={size}"
         return {
@@ -288,6 +289,7 @@ class Mem0Service:
         named = {k: v for k, v in entities.items() if k in mem0_filters.ENTITY_IDS and v not in (None, "")}
         if not named:
             raise ValidationFailed("name at least one of user_id, agent_id, app_id or run_id to delete by")
+        _within_binding(principal, named)
         ids = [m["id"] for m in await self._matching(principal, mem0_filters.parse(named))]
         return await self.delete(principal, ids)
 
@@ -401,7 +403,7 @@ class Mem0Service:
         """Accept an export: it is computed when read, so its id carries the request (nothing is kept)."""
         schema = _schema(body.get("schema"))
         request = {"schema": schema, "filters": self._export_filters(body)}
-        self._filter({"filters": request["filters"]})  # refuse a bad filter or schema now, not when read
+        self._filter(principal, {"filters": request["filters"]})  # refuse a bad filter or schema now, not when read
         _shape([], schema)
         export_id = base64.urlsafe_b64encode(json.dumps(request, sort_keys=True).encode()).decode().rstrip("=")
         return {"message": "Memory export request received. It is ready now.", "id": export_id}
@@ -417,7 +419,7 @@ class Mem0Service:
                 _schema(body.get("schema")) if body.get("schema") else None,
                 self._export_filters(body),
             )
-        memories = await self._matching(principal, self._filter({"filters": raw_filters}))
+        memories = await self._matching(principal, self._filter(principal, {"filters": raw_filters}))
         return _shape(memories, schema)
 
     def _export_filters(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -427,6 +429,32 @@ class Mem0Service:
         named = {k: body[k] for k in mem0_filters.ENTITY_IDS if body.get(k) is not None}
         parts = [p for p in (dict(raw) if raw else None, named or None) if p]
         return parts[0] if len(parts) == 1 else ({"AND": parts} if parts else None)
+
+
+def _within_binding(principal: Principal, raw: Any) -> None:
+    """Refuse, for a credential bound to one session and agent, filters that name another run_id or agent_id (or
+    every one, ``*``): as on every route, naming another session or agent answers 403, not a quietly narrowed read."""
+    if not principal.bound:
+        return
+    if isinstance(raw, Mapping):
+        for key, value in raw.items():
+            if key in ("run_id", "agent_id"):
+                for name in _names_in(value):
+                    principal.act_as(name if key == "run_id" else None, name if key == "agent_id" else None)
+            else:
+                _within_binding(principal, value)
+    elif isinstance(raw, list):
+        for item in raw:
+            _within_binding(principal, item)
+
+
+def _names_in(value: Any) -> list[str]:
+    """Every name a filter's value holds: itself, or those under its operators (``in``, ``eq``, ``ne``...)."""
+    if isinstance(value, Mapping):
+        return [name for inner in value.values() for name in _names_in(inner)]
+    if isinstance(value, list):
+        return [name for inner in value for name in _names_in(inner)]
+    return [str(value)] if value is not None else []
 
 
 def _schema(raw: Any) -> dict[str, Any] | None:

@@ -113,6 +113,8 @@ async def register(request: Request[Any, Any, Any], container: Container) -> Res
         registrant = await container.authenticator.authenticate(
             request.headers, resource=resources.api_resource(container.settings.resolved_public_base_url)
         )
+        # Its client's tokens would act as the whole account: a key bound to one agent must not mint them.
+        registrant.require_unbound("registering an OAuth client")
     reply = await oauth_service(container).register(request.headers, body, registrant)
     if reply.status < 400:
         await guard.count(request, container)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import RunningServer, make_account
+from tests.harness import RunningServer, add_key, make_account
 from tests.oauth.conftest import approve, authorize_params, consent_form, new_pkce, redirect_query, register
 from tests.web.conftest import Browser
 
@@ -131,6 +131,18 @@ def test_a_read_only_key_registers_a_machine_client_that_defaults_to_read(api: R
     assert issued.status_code == 200 and issued.json()["scope"] == "memories:read", issued.text
     wider = _register(api, {**body, "scope": "memories:write"}, key=reader.key)
     assert wider.status_code == 400 and "read-only key" in wider.json()["error_description"]
+
+
+def test_a_key_bound_to_one_agent_cannot_register_a_client_whose_tokens_act_as_the_account(
+    api: RunningServer,
+) -> None:
+    owner = make_account(api)
+    bound = add_key(api, owner.user_id, session="proj", agent="bob")
+    body = {"grant_types": ["client_credentials"], "token_endpoint_auth_method": "client_secret_post"}
+    refused = _register(api, {**body, "scope": "memories:write"}, key=bound.key)
+    assert refused.status_code == 403, refused.text
+    assert "bound to session 'proj' and agent 'bob'" in refused.text
+    assert _register(api, body, key=owner.key).status_code == 201
 
 
 def _document_page(user: Browser, documents: Documents, name: str, **fields: Any) -> Any:
