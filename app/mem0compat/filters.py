@@ -188,7 +188,10 @@ def _time(value: Any, key: str) -> datetime:
     if isinstance(value, datetime):
         when = value
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        when = datetime.fromtimestamp(value, UTC)
+        try:
+            when = datetime.fromtimestamp(value, UTC)
+        except (ValueError, OverflowError, OSError):  # past year 9999 (or NaN): no date at all
+            raise _fail(f"{key}: {value!r} is out of range for a Unix timestamp (seconds)") from None
     elif isinstance(value, str):
         try:
             when = datetime.fromisoformat(value.replace("Z", "+00:00"))
