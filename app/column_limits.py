@@ -8,3 +8,5 @@ from __future__ import annotations
 # SQL.
 MAX_INT64 = 2**63 - 1
 MIN_INT64 = -(2**63)
+# ``integer`` (32 bits on PostgreSQL): a document's size, chunks and chunking version, a task's position.
+MAX_INT32 = 2**31 - 1

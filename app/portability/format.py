@@ -37,6 +37,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from app.column_limits import MAX_INT32, MAX_INT64, MIN_INT64
 from app.errors import AppError
 
 FORMAT = "engram-export"
@@ -112,10 +113,10 @@ class DocumentLine(BaseModel):
     path: str = Field(min_length=1, max_length=512)
     origin: str = Field(max_length=16)
     content_hash: str = Field(max_length=64)
-    size: int
+    size: int = Field(ge=0, le=MAX_INT32)
     modified_at: When | None = None
-    chunks: int = 0
-    chunking: int = 1
+    chunks: int = Field(default=0, ge=0, le=MAX_INT32)
+    chunking: int = Field(default=1, ge=1, le=MAX_INT32)
     memory_ids: list[str] = Field(default_factory=list)
     indexed_at: When
 
@@ -139,14 +140,14 @@ class MessageLine(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     type: Literal["message"]
-    id: int
+    id: int = Field(ge=MIN_INT64, le=MAX_INT64)
     session: NAME
     sender: NAME
     recipient: str = Field(min_length=1, max_length=70)
     kind: str = Field(min_length=1, max_length=16)
     content: str
     attachments: list[dict[str, Any]] = Field(default_factory=list)
-    reply_to: int | None = None
+    reply_to: int | None = Field(default=None, ge=MIN_INT64, le=MAX_INT64)
     created_at: When
     read_by: list[str] = Field(default_factory=list)
 
@@ -157,7 +158,7 @@ class TaskLine(BaseModel):
     type: Literal["task"]
     session: NAME
     task_id: NAME
-    position: int
+    position: int = Field(ge=0, le=MAX_INT32)
     description: str
     files: list[str] = Field(default_factory=list)
     status: Literal["open", "in_progress", "completed"] = "open"

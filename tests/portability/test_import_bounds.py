@@ -32,6 +32,16 @@ MEMORY = (
     b'"created_at": "2026-11-01T00:00:00+00:00", "updated_at": "2026-11-01T00:00:00+00:00"}\n'
 )
 
+DOCUMENT = (
+    b'{"type": "document", "session": "s", "path": "a.md", "origin": "upload", "content_hash": "h", %s, '
+    b'"indexed_at": "2026-11-01T00:00:00+00:00"}\n'
+)
+TASK = b'{"type": "task", "session": "s", "task_id": "t", "description": "d", "position": %s}\n'
+MESSAGE = (
+    b'{"type": "message", %s, "session": "s", "sender": "a", "recipient": "b", "kind": "note", "content": "c", '
+    b'"created_at": "2026-11-01T00:00:00+00:00"}\n'
+)
+
 
 @pytest.mark.parametrize(
     ("body", "line", "words"),
@@ -45,6 +55,13 @@ MEMORY = (
         (HEADER + b"\n" + b'{"type": "memory", "id": "a", "scope": "user"}\n', 3, "content"),
         (HEADER + b'{"type": "task", "session": "s", "task_id": "t"}\n', 2, "description"),
         (HEADER + b'{"type": "memory", "content": "\xff"}\n', 2, "UTF-8"),
+        (HEADER + DOCUMENT % (b'"size": 9223372036854775808'), 2, "size"),
+        (HEADER + DOCUMENT % (b'"size": 1, "chunks": 2147483648'), 2, "chunks"),
+        (HEADER + DOCUMENT % (b'"size": 1, "chunking": 0'), 2, "chunking"),
+        (HEADER + DOCUMENT % (b'"size": -1'), 2, "size"),
+        (HEADER + TASK % (b"-1"), 2, "position"),
+        (HEADER + MESSAGE % (b'"id": 1, "reply_to": 99999999999999999999999'), 2, "reply_to"),
+        (HEADER + MESSAGE % (b'"id": 9223372036854775808'), 2, "id"),
     ],
 )
 def test_a_malformed_line_is_a_400_naming_it(api: RunningServer, body: bytes, line: int, words: str) -> None:
