@@ -36,12 +36,25 @@ def app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[Any]:
 
 
 def validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
-    details = exc.extra if isinstance(exc.extra, list) else []
+    details = [_readable(d) for d in exc.extra] if isinstance(exc.extra, list) else []
     message = "; ".join(
         f"{d.get('key') or d.get('source') or 'body'}: {d.get('message')}" for d in details if isinstance(d, dict)
     )
     body = {"error": {"code": "invalid_request", "message": message or exc.detail, "details": details}}
     return _response(422, body)
+
+
+def _readable(detail: Any) -> Any:
+    """Litestar's own words where they name nothing a client knows: an empty body is a missing ``data`` (the
+    KeyError's text, ``'data'``), and a body that is not an object names the model's class."""
+    if not isinstance(detail, dict) or detail.get("source") not in ("body", None):
+        return detail
+    said = str(detail.get("message", ""))
+    if detail.get("key") == "data" and said == "'data'":
+        return {**detail, "message": "the request has no body; send a JSON object"}
+    if said.startswith("Input should be a valid dictionary or instance of "):
+        return {**detail, "message": "the body must be a JSON object"}
+    return detail
 
 
 def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:

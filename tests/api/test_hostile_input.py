@@ -26,6 +26,23 @@ def test_invalid_utf8_in_a_json_body_is_a_400_naming_the_encoding(api: RunningSe
         assert http.get("/v1/memories").json()["memories"] == []
 
 
+@pytest.mark.parametrize("path", ["/v1/memories", "/v1/memories/search", "/v1/sessions/web/claims?agent=a"])
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [(b"", "the request has no body; send a JSON object"), (b"[]", "object"), (b'"text"', "object")],
+)
+def test_an_empty_or_non_object_body_says_so_in_words_a_client_knows(
+    api: RunningServer, path: str, body: bytes, words: str
+) -> None:
+    me = make_account(api)
+    with api.client(me.key) as http:
+        response = http.post(path, content=body, headers=JSON)
+        assert response.status_code == 422, response.text
+        message = response.json()["error"]["message"]
+        assert words in message and "'data'" not in message and "SearchIn" not in message, message
+        assert http.get("/v1/memories").json()["memories"] == []
+
+
 @pytest.mark.parametrize(
     ("path", "field"),
     [("/v1/memories", "metadata"), ("/v1/memories/search", "metadata"), ("/v1/sessions/web/claims", "file_paths")],
