@@ -109,7 +109,8 @@ class MessageService:
             )
             more = len(rows) > limit
             rows = rows[:limit]
-            if mark_read:
+            # Marking is a write: a read-only credential reads the inbox as it is and leaves it so.
+            if mark_read and principal.can_write:
                 marked = await repository.mark_read(
                     db, key.user_id, key.session, agent, [m.id for m, read in rows if not read], utcnow()
                 )

@@ -151,7 +151,9 @@ def test_inbox_bad_input_and_keys(api: RunningServer) -> None:
     reader.inbox()
     assert reader.request("POST", "/messages", json=_question("a")).status_code == 403
     a.send("r", "for the reader")
-    assert contents(reader.inbox()) == ["for the reader"]  # a read key may read (and mark) its own inbox
+    # A read key reads its inbox but marks nothing (marking is a write): the message stays unread for the agent.
+    assert contents(reader.inbox()) == ["for the reader"]
+    assert contents(reader.inbox(unread_only="true")) == ["for the reader"]
 
 
 def test_messages_are_isolated_between_sessions_and_tenants(api: RunningServer) -> None:
