@@ -82,7 +82,8 @@ def parse_identity(raw: str) -> Identity:
     # Names cannot contain '__', so the session/agent split is unambiguous: exactly one separator must remain.
     parts = rest.split(SEPARATOR)
     if len(parts) < 2:
-        raise InvalidIdentity("agent part is missing; the form is USER__session__SESSION__AGENT")
+        missing = "session and agent parts are" if not parts[0] else "agent part is"
+        raise InvalidIdentity(f"{missing} missing; the form is USER__session__SESSION__AGENT")
     if len(parts) > 2:
         raise InvalidIdentity(
             f"agent name {SEPARATOR.join(parts[1:])!r} must not contain '__'" if parts[0] else "session name is empty"

@@ -37,6 +37,7 @@ def test_format_is_the_inverse_of_parse(raw: str) -> None:
         ("u_1__sessions__s__a", "expected 'session'"),
         ("u_1__Session__s__a", "expected 'session'"),
         ("u_1__session__s", "agent part is missing"),
+        ("u_1__session__", "session and agent parts are missing"),
         ("u_1__session____a", "session name is empty"),
         ("u_1__session__s__", "agent name is empty"),
         ("u_1__session__s__a__b", "agent name 'a__b'"),
