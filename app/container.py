@@ -24,6 +24,7 @@ from app.projects.documents import DocumentService
 from app.projects.service import ProjectService
 from app.quotas.service import Quotas
 from app.redis_breaker import RedisBreaker
+from app.sessions.open_streams import OpenStreams
 from app.sessions.service import SessionService
 from app.settings import Settings
 from app.sync.runtime import SyncRuntime
@@ -53,6 +54,8 @@ class Container:
     admission: Admission = field(default_factory=Admission)
     # Edge sync: the change log every memory write appends to, the /sync/v1 edge and the log follower.
     sync: SyncRuntime | None = None
+    # How many event streams each user holds open here (app.sessions.open_streams).
+    streams: OpenStreams = field(default_factory=lambda: OpenStreams(32))
 
     def recheck(self, principal: Principal) -> Recheck:
         """How a stream that outlives its request keeps asking whether ``principal``'s credential still holds."""

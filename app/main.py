@@ -58,6 +58,7 @@ from app.quotas.limiter import create_limiter
 from app.quotas.plans import parse_plans
 from app.quotas.service import Quotas
 from app.redis_breaker import RedisBreaker
+from app.sessions.open_streams import OpenStreams
 from app.sessions.routes import SessionController
 from app.sessions.service import SessionService
 from app.settings import Settings, get_settings
@@ -154,6 +155,7 @@ async def build_container(
         revocations=revocations,
         sync=sync,
         admission=Admission(admission_config(settings), probe=metrics),
+        streams=OpenStreams(settings.sse_streams_per_user),
     )
 
 

@@ -163,6 +163,8 @@ class Settings:
     # lives without a request or an open stream. Each costs memory until it ends.
     mcp_sessions_per_user: int = bounded(32, ge=1)
     mcp_session_idle_seconds: float = bounded(600.0, gt=0)
+    # Event streams (SSE: a session's REST stream, the dashboard's) a user may hold open at once; one more is a 429.
+    sse_streams_per_user: int = bounded(32, ge=1)
 
     # Live streams (SSE, MCP push) outlive the request that opened them: how often they re-check its credential.
     stream_recheck_seconds: float = 15.0

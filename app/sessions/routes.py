@@ -187,4 +187,5 @@ class SessionController(Controller):
             still_allowed=container.recheck(principal).holds,
             revocations=container.revocations.watch(principal.user_id),
             keep=(lambda event: visible_to(event, listener)) if listener is not None else None,
+            slot=container.streams.hold(principal.user_id),
         )

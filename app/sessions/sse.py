@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any
@@ -33,6 +34,7 @@ async def event_stream(
     still_allowed: Callable[..., Awaitable[bool]] | None = None,
     revocations: AbstractContextManager[asyncio.Event] | None = None,
     keep: Callable[[Event], bool] | None = None,
+    slot: AbstractContextManager[None] | None = None,
 ) -> ServerSentEvent:
     """Enter the subscription now, so that an unreachable store fails the request instead of the stream.
 
@@ -42,14 +44,22 @@ async def event_stream(
 
     ``still_allowed(now=...)`` is asked at every event and keepalive, and at once whenever ``revocations`` (the
     watch of this user's revocations) fires: a revoked credential's stream ends within moments with a ``revoked``
-    event. ``keep(event)``, when given, decides which live events this stream carries.
+    event. ``keep(event)``, when given, decides which live events this stream carries. ``slot`` (one of the user's
+    open streams, ``OpenStreams.hold``) is taken first, refusing the request when the user holds too many, and held
+    until the stream ends.
     """
     sent = parse_cursor(resume_from) if resume_from is not None else (0, 0, 0)
-    events = await subscription.__aenter__()
+    release = _taken(slot)
+    try:
+        events = await subscription.__aenter__()
+    except BaseException:
+        release()
+        raise
     try:
         missed = await backlog(resume_from) if backlog is not None and resume_from is not None else None
     except BaseException:
         await subscription.__aexit__(None, None, None)
+        release()
         raise
 
     def message(event: Event) -> ServerSentEventMessage:
@@ -114,6 +124,29 @@ async def event_stream(
             if watching is not None and revocations is not None:
                 watching.cancel()
                 revocations.__exit__(None, None, None)
-            await subscription.__aexit__(None, None, None)
+            try:
+                await subscription.__aexit__(None, None, None)
+            finally:
+                release()
 
-    return ServerSentEvent(stream(), headers=headers)
+    generator = stream()
+    # A response whose client left before it started never runs the generator's ``finally``: the slot is given back
+    # when the generator is collected instead.
+    weakref.finalize(generator, release)
+    return ServerSentEvent(generator, headers=headers)
+
+
+def _taken(slot: AbstractContextManager[None] | None) -> Callable[[], None]:
+    """Enter ``slot`` now; returns what gives it back, once however often it is called."""
+    if slot is None:
+        return lambda: None
+    slot.__enter__()
+    given_back = False
+
+    def release() -> None:
+        nonlocal given_back
+        if not given_back:
+            given_back = True
+            slot.__exit__(None, None, None)
+
+    return release

@@ -121,4 +121,5 @@ async def session_events(session: str, user: User, container: Container) -> Serv
         identity.session or "",
         payload=lambda event: {"kind": event.kind, "agent": event.agent, "at": event.at.isoformat()},
         headers={"Cache-Control": "no-store"},
+        slot=container.streams.hold(user.id),
     )
