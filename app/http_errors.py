@@ -57,11 +57,27 @@ def _readable(detail: Any) -> Any:
     return detail
 
 
+# msgspec's own words for a body that is not JSON, where they do not say it is the JSON that is wrong (the rest of
+# its message, the place in the body, is kept).
+_DECODER_WORDS = {
+    "Input data was truncated": "JSON is malformed: the body ends before the JSON value does (truncated)",
+    "Integer value out of range": "JSON number out of range: whole numbers are kept to 64 bits",
+    "Number out of range": "JSON number out of range: numbers are kept to 64-bit floats",
+}
+
+
+def _in_words(detail: str) -> str:
+    for said, meant in _DECODER_WORDS.items():
+        if detail.startswith(said):
+            return meant + detail[len(said) :]
+    return detail
+
+
 def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     status = exc.status_code
     code = _HTTP_CODES.get(status, "error")
     headers = dict(exc.headers or {})
-    return _response(status, {"error": {"code": code, "message": exc.detail}}, headers)
+    return _response(status, {"error": {"code": code, "message": _in_words(exc.detail)}}, headers)
 
 
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

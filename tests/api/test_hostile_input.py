@@ -28,16 +28,23 @@ def test_invalid_utf8_in_a_json_body_is_a_400_naming_the_encoding(api: RunningSe
 
 @pytest.mark.parametrize("path", ["/v1/memories", "/v1/memories/search", "/v1/sessions/web/claims?agent=a"])
 @pytest.mark.parametrize(
-    ("body", "words"),
-    [(b"", "the request has no body; send a JSON object"), (b"[]", "object"), (b'"text"', "object")],
+    ("body", "status", "words"),
+    [
+        (b"", 422, "the request has no body; send a JSON object"),
+        (b"[]", 422, "object"),
+        (b'"text"', 422, "object"),
+        (b'{"query": ', 400, "JSON is malformed: the body ends before the JSON value does"),
+        (b'{"content": "x", "metadata": {"n": 1' + b"0" * 5000 + b"}}", 400, "whole numbers are kept to 64 bits"),
+        (b'{"content": "x", "metadata": {"n": 1e400}}', 400, "numbers are kept to 64-bit floats"),
+    ],
 )
-def test_an_empty_or_non_object_body_says_so_in_words_a_client_knows(
-    api: RunningServer, path: str, body: bytes, words: str
+def test_an_empty_truncated_or_non_object_body_says_so_in_words_a_client_knows(
+    api: RunningServer, path: str, body: bytes, status: int, words: str
 ) -> None:
     me = make_account(api)
     with api.client(me.key) as http:
         response = http.post(path, content=body, headers=JSON)
-        assert response.status_code == 422, response.text
+        assert response.status_code == status, response.text
         message = response.json()["error"]["message"]
         assert words in message and "'data'" not in message and "SearchIn" not in message, message
         assert http.get("/v1/memories").json()["memories"] == []
