@@ -20,6 +20,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from app.accounts.auth import Authenticator
 from app.accounts.revocations import Revocations
 from app.accounts.secret import resolve_secret_key
+from app.accounts.verified_keys import VerifiedKeys
 from app.admission.batching import BatchingEmbedder
 from app.admission.gate import Admission, AdmissionConfig
 from app.admission.http import ReleaseSlots
@@ -108,6 +109,9 @@ async def build_container(
     secret = await resolve_secret_key(db, settings.secret_key, data_dir)
     revocations = Revocations(settings.redis_url, db, poll_seconds=settings.revocation_poll_seconds)
     db.after_commit.append(revocations.after_commit)
+    verified = VerifiedKeys(max_age=settings.verified_key_seconds) if settings.verified_key_seconds else None
+    if verified is not None:
+        revocations.listen(verified.forget)
     breaker = (
         RedisBreaker(settings.redis_url, on_change=lambda down: metrics.redis_up.set(0 if down else 1))
         if (settings.redis_url)
@@ -143,7 +147,9 @@ async def build_container(
         db=db,
         engine=engine,
         memories=memories,
-        authenticator=Authenticator(db, secret, oauth=OAuthTokenVerifier(db, settings.resolved_public_base_url)),
+        authenticator=Authenticator(
+            db, secret, oauth=OAuthTokenVerifier(db, settings.resolved_public_base_url), verified=verified
+        ),
         coordination=coordination,
         sessions=SessionService(coordination, metrics, teams.agents),
         quotas=quotas,

@@ -171,6 +171,9 @@ class Settings:
     # How often each server reads the database for revocations made in other processes (the CLI of an embedded
     # install, an instance Redis did not reach): one indexed read per interval, whatever the number of streams.
     revocation_poll_seconds: float = bounded(0.5, gt=0)
+    # An API key verified lately is answered from memory for this long at most (app.accounts.verified_keys); its
+    # revocation drops it at once when announced. 0: every request reads the database.
+    verified_key_seconds: float = bounded(5.0, ge=0, le=3600)
 
     # Quotas: a plan per user (users.plan); signups get default_plan. Override with JSON, e.g.
     # ENGRAM_PLANS='{"free": {"requests_per_minute": 600, "key_requests_per_minute": 300, "max_memories": 10000}}'.

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from app.accounts import repository, service
 from app.accounts.principal import Principal
+from app.accounts.verified_keys import VerifiedKeys
 from app.db import Database
 from app.errors import Unauthorized
 
@@ -44,12 +45,20 @@ class BearerTokenVerifier(Protocol):
 
 
 class Authenticator:
-    """Checks API keys (and OAuth access tokens) against the database on every request, so revocation is immediate."""
+    """Checks API keys (and OAuth access tokens) against the database; with ``verified``, a key seen lately is
+    answered from memory until its user's credentials are announced revoked (``app.accounts.verified_keys``)."""
 
-    def __init__(self, db: Database, secret: bytes, oauth: BearerTokenVerifier | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        secret: bytes,
+        oauth: BearerTokenVerifier | None = None,
+        verified: VerifiedKeys | None = None,
+    ) -> None:
         self.db = db
         self.secret = secret
         self.oauth = oauth
+        self.verified = verified
 
     async def still_valid(self, principal: Principal) -> bool:
         """Whether the credential ``principal`` came with still holds: streams ask this while they stay open."""
@@ -70,10 +79,16 @@ class Authenticator:
             return await self.oauth.verify(credential, resource)
         if self.oauth is not None and self.oauth.tokens_only(resource):
             raise Unauthorized("this resource takes an OAuth access token, not an API key", headers=challenge)
+        if self.verified is not None and (known := self.verified.get(credential)) is not None:
+            return known
+        epoch = self.verified.epoch if self.verified is not None else 0
         try:
-            return await service.authenticate_key(self.db, self.secret, credential)
+            principal = await service.authenticate_key(self.db, self.secret, credential)
         except Unauthorized as exc:
             raise Unauthorized(exc.message, headers=challenge) from None
+        if self.verified is not None:
+            self.verified.put(credential, principal, epoch=epoch)
+        return principal
 
 
 class Recheck:

@@ -120,7 +120,8 @@ async def list_keys(session: AsyncSession, user_id: str) -> Sequence[ApiKey]:
 
 
 async def revoke_key(session: AsyncSession, key_id: str, *, user_id: str | None = None) -> ApiKey:
-    """Revoke a key (of that user, when given). Takes effect on the next request."""
+    """Revoke a key (of that user, when given). Takes effect on the next request to this process, and on the other
+    processes once they hear of it (``app.accounts.verified_keys``)."""
     key = await repository.key_of(session, user_id, key_id)
     if key is None:
         raise NotFound(f"no API key {key_id}")

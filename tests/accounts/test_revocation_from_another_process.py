@@ -57,12 +57,14 @@ def installation(
 
         url = f"sqlite+aiosqlite:///{tmp / 'engram.db'}"
         upgrade_to_head(url)
-        settings = _settings(tmp, url, stream_recheck_seconds=SLOW_RECHECK)
+        settings = _settings(tmp, url, stream_recheck_seconds=SLOW_RECHECK, verified_key_seconds=SLOW_RECHECK)
     else:
         pytest.importorskip("redis")
         url = request.getfixturevalue("pg_database_url")
         redis_url = request.getfixturevalue("redis_url")
-        settings = _settings(tmp, url, redis_url=redis_url, stream_recheck_seconds=SLOW_RECHECK)
+        settings = _settings(
+            tmp, url, redis_url=redis_url, stream_recheck_seconds=SLOW_RECHECK, verified_key_seconds=SLOW_RECHECK
+        )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
     env.update(
         ENGRAM_DATABASE_URL=url,
@@ -256,3 +258,32 @@ def test_a_waiting_sync_pull_is_refused_at_once_when_revoked_in_process(unpolled
 
     server.run(revoke())
     pull.refused_within(time.monotonic(), WITHIN)
+
+
+def _refused_within(server: RunningServer, key: str, started: float, seconds: float) -> float:
+    """Ask with ``key`` until it is refused; how long after ``started`` that was."""
+    with server.client(key) as http:
+        while True:
+            answer = http.get("/v1/memories")
+            if answer.status_code == 401:
+                assert "revoked" in answer.json()["error"]["message"], answer.text
+                return time.monotonic() - started
+            assert answer.status_code == 200, answer.text
+            assert time.monotonic() - started < seconds, "the revoked key is still accepted"
+            time.sleep(0.05)
+
+
+def test_a_key_the_cli_revokes_is_refused_within_the_poll_though_the_server_knew_it(
+    installation: Installation,
+) -> None:
+    """The server keeps keys it verified lately (app.accounts.verified_keys; here for 10 minutes): the announcement
+    of the revocation, through the database poll or Redis, is what must drop it."""
+    server = installation.server
+    me = make_account(server)
+    doomed = add_key(server, me.user_id)
+    with server.client(doomed.key) as http:
+        assert http.get("/v1/memories").status_code == 200  # now known to the server
+    revoked = installation.cli("keys", "revoke", doomed.key_id)
+    _refused_within(server, doomed.key, revoked, WITHIN)
+    with server.client(me.key) as http:
+        assert http.get("/v1/memories").status_code == 200  # the user's other key was not touched
