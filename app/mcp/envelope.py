@@ -25,7 +25,9 @@ def check_message(body: bytes) -> str | None:
 
     Returns its method (None for a response)."""
     try:
-        message: Any = json.loads(body)
+        message: Any = json.loads(body, parse_constant=_not_a_json_number)
+    except _NotJsonNumber as exc:
+        raise InvalidJsonRpc(f"the body is not JSON: {exc}", jsonrpc_code=-32700) from None
     except (ValueError, RecursionError):
         raise InvalidJsonRpc("the body is not JSON", jsonrpc_code=-32700) from None
     if isinstance(message, list):
@@ -50,6 +52,15 @@ def check_message(body: bytes) -> str | None:
     if "id" not in message or ("result" in message) == ("error" in message):
         raise InvalidJsonRpc('a request needs "method"; a response needs "id" and one of "result" or "error"')
     return None
+
+
+class _NotJsonNumber(ValueError):
+    pass
+
+
+def _not_a_json_number(name: str) -> Any:
+    """Python's json reads NaN and Infinity; JSON has neither (a ``threshold: NaN`` was then "not <= 1")."""
+    raise _NotJsonNumber(f"{name} is not a JSON number")
 
 
 def request_id_in(body: bytes | None) -> str | int | None:

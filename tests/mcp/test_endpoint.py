@@ -244,6 +244,11 @@ def test_protocol_errors_are_json_rpc_errors_never_500(api: RunningServer) -> No
     url = mcp_url(api, me.user_id)
     parse = post(url, "{not json", me.key)
     assert parse.status_code == 400 and parse.json()["error"]["code"] == -32700
+    call = '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_memory", "arguments": '
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        nan = post(url, call + '{"query": "q", "threshold": ' + constant + "}}}", me.key)
+        assert nan.status_code == 400 and nan.json()["error"]["code"] == -32700, nan.text
+        assert f"{constant} is not a JSON number" in nan.json()["error"]["message"]
     no_method = post(url, {"jsonrpc": "2.0", "id": 1}, me.key)
     assert no_method.status_code == 400 and no_method.json()["error"]["code"] == -32600
     assert no_method.json()["id"] == 1 and '"method"' in no_method.json()["error"]["message"]
