@@ -19,13 +19,15 @@ from litestar.handlers import ASGIRouteHandler
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Message, Receive, Scope, Send
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from app.accounts.principal import Principal
 from app.container import Container
-from app.errors import AppError, Forbidden, NotFound
+from app.errors import AppError, Forbidden, InvalidJsonRpc, NotFound
 from app.identity import Identity, parse_identity
 from app.mcp.caller import SCOPE_KEY, Caller
-from app.mcp.envelope import check_message, read_body, replay, request_id_in
+from app.mcp.envelope import check_message, names_a_revision, read_body, replay, request_id_in
 from app.mcp.errors import error_object
 from app.mcp.live import LiveSessions, Owner
 from app.mcp.server import SESSION_ID_HEADER, build_server
@@ -35,6 +37,8 @@ from app.quotas.plans import Plan
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 
 MOUNT = "/mcp/v2"
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -134,6 +138,7 @@ class McpEndpoint:
                 body = await read_body(receive, self.settings.max_body_bytes)
                 receive = replay(body, receive)
             caller, plan = await self._admit(scope, headers, container)
+            _check_protocol_version(headers.get(PROTOCOL_VERSION_HEADER), body)
             session_id = headers.get(SESSION_ID_HEADER)
             if session_id is not None:
                 if self.live.owner(session_id) != _owner(caller):
@@ -213,3 +218,15 @@ def _check_owner(principal: Principal, identity: Identity) -> None:
 def _owner(caller: Caller) -> Owner:
     principal = caller.principal
     return Owner(principal.user_id, principal.key_id, principal.via, caller.client_name, caller.identity.format())
+
+
+def _check_protocol_version(version: str | None, body: bytes | None) -> None:
+    """A revision this server does not speak is refused in words: the SDK took a request without the stateless
+    revisions' envelope for a malformed one and said "params._meta must be an object ...". A request with the
+    envelope is left to the SDK, whose answer carries the versions in ``data`` as those revisions specify."""
+    if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS and not names_a_revision(body):
+        raise InvalidJsonRpc(
+            f"MCP-Protocol-Version {version!r} is not supported; this server speaks "
+            f"{', '.join(SUPPORTED_PROTOCOL_VERSIONS)}",
+            jsonrpc_code=UNSUPPORTED_PROTOCOL_VERSION,
+        )

@@ -75,6 +75,17 @@ def request_id_in(body: bytes | None) -> str | int | None:
     return found if isinstance(found, (str, int)) and not isinstance(found, bool) else None
 
 
+def names_a_revision(body: bytes | None) -> bool:
+    """Whether ``body`` is a request carrying the stateless revisions' ``_meta`` envelope with a protocol version."""
+    try:
+        parsed = json.loads(body) if body else None
+    except (ValueError, RecursionError):
+        return False
+    params = parsed.get("params") if isinstance(parsed, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META in meta
+
+
 def _stateless_revision(params: dict[str, Any] | None) -> bool:
     """Whether a request names a stateless revision (2026-07-28 on) in its ``_meta`` envelope."""
     meta = (params or {}).get("_meta")

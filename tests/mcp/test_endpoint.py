@@ -300,3 +300,16 @@ def test_methods_the_stateless_revision_removed_are_not_found_under_it(api: Runn
             headers=headers,
         )
         assert legacy.status_code == 200 and legacy.json()["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_a_protocol_version_the_server_does_not_speak_is_refused_naming_those_it_does(api: RunningServer) -> None:
+    me = make_account(api)
+    url = mcp_url(api, me.user_id)
+    refused = post(url, list_tools(5), me.key, **{"MCP-Protocol-Version": "1999-01-01"})
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert "MCP-Protocol-Version '1999-01-01' is not supported" in error["message"]
+    assert "2025-06-18" in error["message"] and refused.json()["id"] == 5
+    sid = open_session(url, me.key)
+    spoken = post(url, list_tools(6), me.key, session=sid, **{"MCP-Protocol-Version": "2025-06-18"})
+    assert spoken.status_code == 200 and "result" in spoken.json(), spoken.text
