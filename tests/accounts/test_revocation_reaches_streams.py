@@ -32,16 +32,16 @@ WITHIN = 20.0
 def pair(
     pg_database_url: str, redis_url: str, embedder: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[RunningServer, RunningServer]]:
-    """Two instances sharing the database and Redis, neither re-checking streams on a timer any time soon."""
-    first = _settings(
-        tmp_path_factory.mktemp("revoke-1"), pg_database_url, redis_url=redis_url, stream_recheck_seconds=SLOW_RECHECK
-    )
+    """Two instances sharing the database and Redis, neither re-checking streams on a timer, nor keys it verified,
+    any time soon: only the announcement of a revocation can end them."""
+    slow = {"stream_recheck_seconds": SLOW_RECHECK, "verified_key_seconds": SLOW_RECHECK}
+    first = _settings(tmp_path_factory.mktemp("revoke-1"), pg_database_url, redis_url=redis_url, **slow)
     second = _settings(
         tmp_path_factory.mktemp("revoke-2"),
         pg_database_url,
         redis_url=redis_url,
-        stream_recheck_seconds=SLOW_RECHECK,
         secret_key=first.secret_key,  # type: ignore[attr-defined]
+        **slow,
     )
     with serve(first, embedder=embedder) as a, serve(second, embedder=embedder) as b:  # type: ignore[arg-type]
         yield a, b
@@ -78,6 +78,22 @@ class SseReader:
     def ended_within(self, started: float, seconds: float) -> bool:
         self.thread.join(timeout=seconds + 1)
         return self.ended_at is not None and self.ended_at - started < seconds
+
+
+def test_a_key_revoked_on_one_instance_is_refused_by_the_other_that_knew_it(
+    pair: tuple[RunningServer, RunningServer],
+) -> None:
+    a, b = pair
+    me = make_account(a)
+    doomed = add_key(a, me.user_id)
+    with b.client(doomed.key) as http:
+        assert http.get("/v1/memories").status_code == 200  # b now keeps it as verified
+        started = time.monotonic()
+        revoke_key(a, doomed.key_id)
+        while (answer := http.get("/v1/memories")).status_code == 200:
+            assert time.monotonic() - started < WITHIN, "instance b still accepts the revoked key"
+            time.sleep(0.05)
+    assert answer.status_code == 401 and "revoked" in answer.json()["error"]["message"], answer.text
 
 
 def test_a_revoked_keys_sse_streams_end_at_once_on_every_instance(pair: tuple[RunningServer, RunningServer]) -> None:
