@@ -12,7 +12,7 @@ its history, as edge sync records a deleted memory written again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -288,76 +288,80 @@ class Importer:
         self, user_id: str, new: Sequence[tuple[int, MemoryLine, MemoryRecord]], vectors_usable: bool, dims: int
     ) -> int:
         records = [r for _, _, r in new]
-        vectors = self._vectors(new, vectors_usable, dims)
-        indexed = False
-        try:
-            async with self.db.session() as session:
-                if self.quotas is not None:
-                    await self.quotas.reserve_memories(session, user_id, len(records))
-                if self.changes is not None:
-                    self.changes.stamp(records)
-                session.add_all(records)
-                await session.flush()
-                await _insert_history(session, user_id, new)
-                indexed = True
-                await self.engine.upsert(await with_context(session, records), vectors)
-                if self.changes is not None:
-                    await self.changes.append(session, records, "upsert")
-        except BaseException:
-            if indexed:
-                await asyncio.shield(self.engine.purge([r.id for r in records]))
-            raise
-        return len(records)
+
+        async def insert(session: AsyncSession) -> list[MemoryRecord]:
+            if self.changes is not None:
+                self.changes.stamp(records)
+            session.add_all(records)
+            await session.flush()
+            await _insert_history(session, user_id, new)
+            return records
+
+        return await self._commit(user_id, len(records), self._vectors(new, vectors_usable, dims), insert)
 
     async def _restore(
         self, user_id: str, lines: Sequence[tuple[int, MemoryLine, MemoryRecord]], vectors_usable: bool, dims: int
     ) -> int:
         """Bring back memories this account deleted, as the file holds them; the rows (and their history) stay."""
-        vectors = self._vectors(lines, vectors_usable, dims)
-        indexed = False
-        restored: list[MemoryRecord] = []
+
+        async def bring_back(session: AsyncSession) -> list[MemoryRecord]:
+            rows = {
+                row.id: row
+                for row in (
+                    await session.execute(
+                        select(MemoryRecord).where(
+                            MemoryRecord.id.in_([r.id for _, _, r in lines]),
+                            MemoryRecord.user_id == user_id,
+                            MemoryRecord.deleted_at.is_not(None),
+                        )
+                    )
+                ).scalars()
+            }
+            now = utcnow()
+            restored: list[MemoryRecord] = []
+            for _, _, wanted in lines:
+                row = rows.get(wanted.id)
+                if row is None:
+                    continue  # restored (or written) by someone else since it was read
+                for name in RESTORED_FIELDS:
+                    setattr(row, name, getattr(wanted, name))
+                row.updated_at = now
+                row.deleted_at = None
+                restored.append(row)
+            if self.changes is not None:
+                self.changes.stamp(restored)
+            session.add_all(
+                history_event(row, "ADD", f"{user_id} via import", detail="restored from an export") for row in restored
+            )
+            return restored
+
+        return await self._commit(user_id, len(lines), self._vectors(lines, vectors_usable, dims), bring_back)
+
+    async def _commit(
+        self,
+        user_id: str,
+        adding: int,
+        vectors: dict[str, list[float]],
+        prepare: Callable[[AsyncSession], Awaitable[list[MemoryRecord]]],
+    ) -> int:
+        """One transaction: reserve ``adding`` memories of the quota, ``prepare`` the rows, index them and log them
+        for edge sync. If it fails after indexing, the index points go again. Returns how many rows it wrote."""
+        indexed: list[MemoryRecord] = []
         try:
             async with self.db.session() as session:
                 if self.quotas is not None:
-                    await self.quotas.reserve_memories(session, user_id, len(lines))
-                rows = {
-                    row.id: row
-                    for row in (
-                        await session.execute(
-                            select(MemoryRecord).where(
-                                MemoryRecord.id.in_([r.id for _, _, r in lines]),
-                                MemoryRecord.user_id == user_id,
-                                MemoryRecord.deleted_at.is_not(None),
-                            )
-                        )
-                    ).scalars()
-                }
-                now = utcnow()
-                for _, _, wanted in lines:
-                    row = rows.get(wanted.id)
-                    if row is None:
-                        continue  # restored (or written) by someone else since it was read
-                    for name in RESTORED_FIELDS:
-                        setattr(row, name, getattr(wanted, name))
-                    row.updated_at = now
-                    row.deleted_at = None
-                    restored.append(row)
-                if self.changes is not None:
-                    self.changes.stamp(restored)
-                session.add_all(
-                    history_event(row, "ADD", f"{user_id} via import", detail="restored from an export")
-                    for row in restored
-                )
+                    await self.quotas.reserve_memories(session, user_id, adding)
+                records = await prepare(session)
                 await session.flush()
-                indexed = True
-                await self.engine.upsert(await with_context(session, restored), vectors)
+                indexed = records
+                await self.engine.upsert(await with_context(session, records), vectors)
                 if self.changes is not None:
-                    await self.changes.append(session, restored, "upsert")
+                    await self.changes.append(session, records, "upsert")
         except BaseException:
             if indexed:
-                await asyncio.shield(self.engine.purge([r.id for r in restored]))
+                await asyncio.shield(self.engine.purge([r.id for r in indexed]))
             raise
-        return len(restored)
+        return len(records)
 
 
 async def _insert_history(
