@@ -81,15 +81,20 @@ def names_a_revision(body: bytes | None) -> bool:
         parsed = json.loads(body) if body else None
     except (ValueError, RecursionError):
         return False
-    params = parsed.get("params") if isinstance(parsed, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and PROTOCOL_VERSION_META in meta
+    meta = _meta_of(parsed.get("params") if isinstance(parsed, dict) else None)
+    return meta is not None and PROTOCOL_VERSION_META in meta
 
 
 def _stateless_revision(params: dict[str, Any] | None) -> bool:
     """Whether a request names a stateless revision (2026-07-28 on) in its ``_meta`` envelope."""
-    meta = (params or {}).get("_meta")
-    return isinstance(meta, dict) and meta.get(PROTOCOL_VERSION_META) in MODERN_PROTOCOL_VERSIONS
+    meta = _meta_of(params)
+    return meta is not None and meta.get(PROTOCOL_VERSION_META) in MODERN_PROTOCOL_VERSIONS
+
+
+def _meta_of(params: Any) -> dict[str, Any] | None:
+    """A request's ``params._meta``, where it is an object."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta if isinstance(meta, dict) else None
 
 
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
