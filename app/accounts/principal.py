@@ -41,7 +41,9 @@ class Principal:
         if not self.bound:
             return session, agent
         if (session is not None and session != self.session) or (agent is not None and agent != self.agent):
-            asked = [f"{name} {value!r}" for name, value in (("session", session), ("agent", agent)) if value is not None]
+            asked = [
+                f"{name} {value!r}" for name, value in (("session", session), ("agent", agent)) if value is not None
+            ]
             raise Forbidden(f"{self.binding()}; it cannot act as {', '.join(asked)}")
         return self.session, self.agent
 

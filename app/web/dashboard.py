@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -18,7 +18,7 @@ from app.errors import AppError, InvalidIdentity
 from app.identity import validate_name
 from app.oauth import connected
 from app.sync import peers
-from app.web.connection import check_connection
+from app.web.connection import Binding, check_connection
 from app.web.flash import Flash, redirect_with, take_flash
 from app.web.install import KEY_PLACEHOLDER, install_commands
 from app.web.pages import form_data, render
@@ -214,5 +214,24 @@ async def test_connection(request: Request[Any, Any, Any], user: User, container
         return await _page(
             request, container, user, status_code=422, session=session, agent=agent, test_errors={"key": problem}
         )
-    result = await check_connection(container.settings.resolved_public_base_url, user.id, key)
+    binding = await _binding_of(container, user, key)
+    result = await check_connection(container.settings.resolved_public_base_url, user.id, key, binding)
+    if binding is not None and (binding.session, binding.agent) != (session, agent):
+        result = replace(
+            result,
+            message=f"{result.message} This key is bound to session {binding.session} and agent {binding.agent}: "
+            "install it with those names, it works nowhere else.",
+        )
     return await _page(request, container, user, session=session, agent=agent, connection=result)
+
+
+async def _binding_of(container: Container, user: User, key: str) -> Binding | None:
+    """The session and agent this user's key is bound to, if it is one of theirs and bound (the test then tries the
+    one URL it may open); anything else is tried as it is, and the test says what the server answers."""
+    try:
+        principal = await container.authenticator.authenticate({"authorization": f"Bearer {key}"})
+    except AppError:
+        return None
+    if principal.user_id != user.id or principal.session is None or principal.agent is None:
+        return None
+    return Binding(principal.session, principal.agent)

@@ -6,7 +6,7 @@ import html as html_lib
 import re
 from collections.abc import Callable
 
-from tests.web.conftest import Browser, field_error
+from tests.web.conftest import Browser, field_error, new_key_of
 
 
 def _result(html: str) -> str:
@@ -48,10 +48,28 @@ def test_test_connection_makes_a_real_mcp_call_with_the_key(browser: Callable[[]
     revoked = _result(me.submit("/dashboard", "/dashboard/test-connection", key=key).text)
     assert revoked.startswith("failed: Not connected: the server refused the key"), revoked
 
-    # Another user's key does not pass for this user's.
+    # Another user's key does not pass for this user's, and the page says why in the server's words.
     other = browser().signup()
     theirs = _result(me.submit("/dashboard", "/dashboard/test-connection", key=other.create_key()).text)
-    assert theirs.startswith("failed: Not connected:"), theirs
+    assert theirs.startswith("failed: Not connected: the server refused the key (HTTP 403)"), theirs
+    assert "belongs to another user" in theirs, theirs
+
+
+def test_a_key_bound_by_its_checkbox_is_tested_on_its_own_session_url(browser: Callable[[], Browser]) -> None:
+    me = browser().signup()
+    created = me.submit(
+        "/dashboard", "/dashboard/keys", name="bound", scope="write", session="web", agent="claude", bind="on"
+    )
+    key = new_key_of(me.follow(created))
+    answer = _result(me.submit("/dashboard", "/dashboard/test-connection", key=key, session="web", agent="claude").text)
+    assert answer.startswith("ok: Connected: the key works on its own session URL"), answer
+    assert f"/mcp/v2/dashboard-test/{me.user_id}__session__web__claude" in answer
+    assert "claim_files" in answer  # the session's coordination tools, as the installed agent sees them
+
+    # Tested with other names on the page, it still connects where it can, and says which names to install it with.
+    elsewhere = _result(me.submit("/dashboard", "/dashboard/test-connection", key=key, session="api", agent="x").text)
+    assert elsewhere.startswith("ok: Connected"), elsewhere
+    assert "bound to session web and agent claude: install it with those names" in elsewhere
 
 
 def test_test_connection_refuses_bad_input_and_forged_forms(browser: Callable[[], Browser]) -> None:
