@@ -245,7 +245,7 @@ class Importer:
                                 MemoryRecord.id.in_(ids)
                             )
                         )
-                    ).tuples()
+                    ).all()
                 }
             new: list[tuple[int, MemoryLine, MemoryRecord]] = []
             deleted: list[tuple[int, MemoryLine, MemoryRecord]] = []

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
 from app.errors import AppError
 from app.identity import validate_name
+from app.memories.models import MemoryRecord
 from app.portability.format import AgentLine, DocumentLine, MessageLine, TaskLine
 from app.projects.models import Document
 from app.teams.models import MessageRead, SessionAgent, SessionMessage, SessionTask, TaskDependency
@@ -19,17 +21,26 @@ from app.text import check_text
 if TYPE_CHECKING:
     from app.portability.importer import Summary
 
+# Ids per IN (...) when checking a document's chunks: well under SQLite's limit on bound parameters.
+ID_BATCH = 500
+
 
 async def import_documents(
     db: Database, user_id: str, items: Sequence[tuple[int, DocumentLine]], summary: Summary
 ) -> None:
-    """Indexed files' rows (their chunks are memory lines), skipped when the session already has the path."""
+    """Indexed files' rows (their chunks are memory lines), skipped when the session already has the path.
+
+    Run after the memories: a document whose chunks are not all this account's memories now (refused above, say,
+    because another account on this server holds those ids) is refused too. Its row would list the file as indexed,
+    and sending the same file again would then change nothing, so it would never be found."""
     async with db.session() as session:
-        held: set[tuple[str, str]] = set(
-            (await session.execute(select(Document.session, Document.path).where(Document.user_id == user_id)))
-            .tuples()
-            .all()
-        )
+        held: set[tuple[str, str]] = {
+            (first, second)
+            for first, second in await session.execute(
+                select(Document.session, Document.path).where(Document.user_id == user_id)
+            )
+        }
+        owned = await _owned_memories(session, user_id, {m.lower() for _, line in items for m in line.memory_ids})
         for number, line in items:
             key = (line.session, line.path)
             if key in held:
@@ -40,6 +51,14 @@ async def import_documents(
                 check_text(line.path, "path")
             except AppError as exc:
                 summary.refuse(number, f"document {line.path}: {exc.message}")
+                continue
+            missing = [m for m in line.memory_ids if m.lower() not in owned]
+            if missing:
+                summary.refuse(
+                    number,
+                    f"document {line.path}: {len(missing)} of its {len(line.memory_ids)} chunks are not memories of "
+                    "this account (refused above, or not in the file); send the file again to index it",
+                )
                 continue
             held.add(key)
             session.add(
@@ -60,18 +79,33 @@ async def import_documents(
             summary.imported += 1
 
 
+async def _owned_memories(session: AsyncSession, user_id: str, ids: set[str]) -> set[str]:
+    """Which of ``ids`` are live memories of ``user_id``."""
+    wanted, owned = sorted(ids), set[str]()
+    for start in range(0, len(wanted), ID_BATCH):
+        owned.update(
+            await session.scalars(
+                select(MemoryRecord.id).where(
+                    MemoryRecord.user_id == user_id,
+                    MemoryRecord.deleted_at.is_(None),
+                    MemoryRecord.id.in_(wanted[start : start + ID_BATCH]),
+                )
+            )
+        )
+    return owned
+
+
 async def import_agents(db: Database, user_id: str, items: Sequence[tuple[int, AgentLine]], summary: Summary) -> None:
     """A session's agents, skipped when the session already has one of that name."""
     async with db.session() as session:
-        held: set[tuple[str, str]] = set(
-            (
+        held: set[tuple[str, str]] = {
+            (first, second)
+            for first, second in (
                 await session.execute(
                     select(SessionAgent.session, SessionAgent.agent).where(SessionAgent.user_id == user_id)
                 )
             )
-            .tuples()
-            .all()
-        )
+        }
         for number, line in items:
             key = (line.session, line.agent)
             if key in held:
@@ -156,15 +190,14 @@ async def import_messages(
 async def import_tasks(db: Database, user_id: str, items: Sequence[tuple[int, TaskLine]], summary: Summary) -> None:
     """Tasks with their dependencies, skipped when the session already has the task id."""
     async with db.session() as session:
-        held: set[tuple[str, str]] = set(
-            (
+        held: set[tuple[str, str]] = {
+            (first, second)
+            for first, second in (
                 await session.execute(
                     select(SessionTask.session, SessionTask.task_id).where(SessionTask.user_id == user_id)
                 )
             )
-            .tuples()
-            .all()
-        )
+        }
         added: list[TaskLine] = []
         for number, line in items:
             key = (line.session, line.task_id)

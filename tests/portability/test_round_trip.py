@@ -107,18 +107,33 @@ def test_a_memory_deleted_since_the_export_is_restored_by_importing_it(api: Runn
     assert _import(api, account.key, body_of(backup)) == {"imported": 0, "skipped": 2, "refused": 0, "reasons": []}
 
 
-def test_an_id_another_account_holds_is_refused_with_its_reason(api: RunningServer) -> None:
+def test_an_id_another_account_holds_is_refused_with_its_reason_and_so_is_the_document_it_chunks(
+    api: RunningServer,
+) -> None:
     _, key = fill(api)
     exported = export_of(api, key)
     other = make_account(api)
     summary = _import(api, other.key, body_of(exported))
-    memories = sum(1 for line in exported if line.get("type") == "memory")
-    assert summary["refused"] == memories
-    assert summary["imported"] == len(exported) - 1 - memories
-    assert all("belongs to another account" in r["reason"] for r in summary["reasons"])
-    assert {r["line"] for r in summary["reasons"]} == {
-        n for n, line in enumerate(exported, start=1) if line.get("type") == "memory"
+    lines = {
+        kind: {n for n, line in enumerate(exported, start=1) if line.get("type") == kind}
+        for kind in ("memory", "document")
     }
+    reasons = {r["line"]: r["reason"] for r in summary["reasons"]}
+    assert summary["refused"] == len(lines["memory"]) + len(lines["document"]) == len(reasons)
+    assert summary["imported"] == len(exported) - 1 - summary["refused"]
+    assert all("belongs to another account" in reasons[n] for n in lines["memory"])
+    # Imported without its chunks, the document would be listed as indexed and never be found; sending the same file
+    # again would then change nothing.
+    assert all("chunks are not memories of this account" in reasons[n] for n in lines["document"])
+    with api.client(other.key) as http:
+        assert http.get("/v1/sessions/web/documents").json()["documents"] == []
+        doc = next(line for line in exported if line.get("type") == "document")
+        content = "# Guide\n\nInstall it.\n\n## Deploy\n\nRun fly deploy from the root.\n"
+        sent = http.put("/v1/sessions/web/documents", json={"path": doc["path"], "content": content})
+        assert sent.status_code == 200, sent.text
+        assert sent.json()["chunks_written"] > 0
+        found = http.post("/v1/memories/search", json={"query": "how do I deploy", "session": "web"}).json()
+        assert any("fly deploy" in r["content"] for r in found["results"]), found
 
 
 def _unpack(text: str) -> list[float]:
