@@ -109,7 +109,7 @@ def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
                 bound_agent=args.agent,
             )
         print(created.plaintext)
-        print(f"key id {created.key.id}: shown once, store it now", file=sys.stderr)
+        print(f"the key above is shown once: store it now (its id, for revoking it: {created.key.id})", file=sys.stderr)
         return 0
 
     return run_with_db(settings, work)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from app.errors import AppError, ValidationFailed
+from app.errors import AppError, NotFound, ValidationFailed
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -166,12 +166,21 @@ def _users_delete(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
     if not args.yes:
-        print(
-            f"engram users delete: this erases {args.user_id} and everything of theirs for good; "
-            "run it again with --yes to do it",
-            file=sys.stderr,
-        )
-        return 2
+        from app.accounts import repository
+        from app.cli_database import run_with_db
+
+        async def warn(db: Any) -> int:
+            async with db.session() as session:
+                if await repository.get_user(session, args.user_id) is None:
+                    raise NotFound(f"no user {args.user_id}")
+            print(
+                f"engram users delete: this erases {args.user_id} and everything of theirs for good; "
+                "run it again with --yes to do it",
+                file=sys.stderr,
+            )
+            return 2
+
+        return run_with_db(settings, warn)
 
     from app.projects.control import ask
 

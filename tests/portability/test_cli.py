@@ -100,6 +100,9 @@ def test_export_import_and_delete_from_the_command_line(api: RunningServer, tmp_
     gone = _run(env, "export", "--user", user)
     assert gone.returncode == 1 and f"no user {user}" in gone.stderr
     assert _run(env, "users", "delete", user, "--yes").returncode == 1
+    # Without --yes, a user that is not there is named as missing rather than warned about.
+    missing = _run(env, "users", "delete", user)
+    assert missing.returncode == 1 and f"no user {user}" in missing.stderr and "erases" not in missing.stderr
     assert _rows_naming(tmp_path / "data" / "engram.db", other)
 
     # The index dropped every point: a fresh import under another account takes every id again.
