@@ -1,5 +1,5 @@
-"""``engram users create|list`` and ``engram keys create|list|revoke`` (app.cli lists the commands; ``users delete``
-is app.portability.cli's).
+"""``engram users create|set-password|list`` and ``engram keys create|list|revoke`` (app.cli lists the commands;
+``users delete`` is app.portability.cli's).
 
 Parsing imports only the standard library (simple commands start fast, tests/test_cli.py); each command imports the
 database and the accounts service when it runs.
@@ -25,6 +25,13 @@ def describe_users(parser: argparse.ArgumentParser) -> None:
     create_user = users.add_parser("create", help="create a user; prints the user id")
     create_user.add_argument("email", help="the new user's email address")
     create_user.set_defaults(run=_users_create, brief=True)
+    set_password = users.add_parser(
+        "set-password",
+        help="give a user a password for the web pages (read from stdin, or asked twice on a terminal); "
+        "ends their browser sessions",
+    )
+    set_password.add_argument("user_id", help="whose password")
+    set_password.set_defaults(run=_users_set_password, brief=True)
     list_users = users.add_parser("list", help="every user: id, email, plan, password (set or not), created_at")
     add_format_option(list_users)
     list_users.set_defaults(run=_users_list, brief=True)
@@ -68,6 +75,35 @@ def _users_create(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     return run_with_db(settings, work)
+
+
+def _users_set_password(args: argparse.Namespace, settings: Settings) -> int:
+    from app.web import service as web
+
+    password = _read_password()
+
+    async def work(db: Any) -> int:
+        async with db.session() as session:
+            user = await web.set_password(session, args.user_id, password)
+        print(f"{user.id} ({user.email}) can log in at /login with that password", file=sys.stderr)
+        return 0
+
+    return run_with_db(settings, work)
+
+
+def _read_password() -> str:
+    """Never from an argument, which ``ps`` and shell history show: asked twice on a terminal, else stdin's first
+    line."""
+    from app.errors import ValidationFailed
+
+    if sys.stdin.isatty():
+        import getpass
+
+        first = getpass.getpass("new password: ")
+        if getpass.getpass("again: ") != first:
+            raise ValidationFailed("the two passwords differ; nothing was changed")
+        return first
+    return sys.stdin.readline().rstrip("\r\n")
 
 
 def _users_list(args: argparse.Namespace, settings: Settings) -> int:

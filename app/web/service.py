@@ -9,13 +9,14 @@ from functools import lru_cache
 import anyio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts import repository as accounts_repository
 from app.accounts import service as accounts
 from app.accounts.models import User
 from app.db import utcnow
-from app.errors import ValidationFailed
+from app.errors import NotFound, ValidationFailed
 from app.web import repository
 from app.web.models import WebSession
 from app.web.session import SESSION_TTL, token_hash
@@ -70,6 +71,18 @@ async def signup(session: AsyncSession, email: str, password: str) -> User:
     email = accounts.normalise_email(email)
     check_password(password, email)
     return await accounts.create_user(session, email, await hash_password(password))
+
+
+async def set_password(session: AsyncSession, user_id: str, password: str) -> User:
+    """Give a user (one the CLI created, say, who has none) a new password, held to the sign-up rules; every browser
+    session of theirs ends, as after any change of password."""
+    user = await accounts_repository.get_user(session, user_id)
+    if user is None:
+        raise NotFound(f"no user {user_id}")
+    check_password(password, user.email)
+    user.password_hash = await hash_password(password)
+    await session.execute(delete(WebSession).where(WebSession.user_id == user_id))
+    return user
 
 
 async def authenticate(session: AsyncSession, email: str, password: str) -> User | None:

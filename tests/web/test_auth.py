@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
-from tests.harness import RunningServer
+from tests.harness import RunningServer, make_account
 from tests.web.conftest import PASSWORD, Browser, field_error, form_error, new_email
 
 
@@ -140,3 +144,53 @@ def test_cookies_are_secure_when_the_public_url_is_https(https_api: RunningServe
         assert "secure" in {part.strip().lower() for part in cookie.split(";")}
     finally:
         me.close()
+
+
+def test_a_user_the_cli_created_logs_in_once_the_cli_gives_them_a_password(
+    browser: Callable[[], Browser], api: RunningServer
+) -> None:
+    email = new_email()
+    user = make_account(api, email=email)
+    me = browser()
+    assert me.submit("/login", "/login", email=email, password=PASSWORD).status_code == 400  # no password yet
+
+    env = {
+        **os.environ,
+        "ENGRAM_DATABASE_URL": api.settings.database_url,
+        "ENGRAM_DATA_DIR": str(api.settings.data_dir),
+    }
+    engram = str(Path(sys.executable).with_name("engram"))
+    weak = subprocess.run(
+        [engram, "users", "set-password", user.user_id],
+        input="short\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert weak.returncode == 1 and "at least" in weak.stderr, weak.stderr
+    done = subprocess.run(
+        [engram, "users", "set-password", user.user_id],
+        input=PASSWORD + "\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "" and PASSWORD not in done.stderr
+
+    assert me.submit("/login", "/login", email=email, password=PASSWORD).status_code == 303
+    assert me.get("/dashboard").status_code == 200
+
+    # A new password ends every browser session that the old one opened.
+    again = subprocess.run(
+        [engram, "users", "set-password", user.user_id],
+        input=PASSWORD + "-2\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert me.get("/dashboard").status_code == 303
