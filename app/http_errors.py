@@ -10,6 +10,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from app.errors import AppError
+from app.validation_words import readable
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[Any]:
 
 
 def validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
-    details = [_readable(d) for d in exc.extra] if isinstance(exc.extra, list) else []
+    details = readable(_readable(d) for d in exc.extra) if isinstance(exc.extra, list) else []
     message = "; ".join(
         f"{d.get('key') or d.get('source') or 'body'}: {d.get('message')}" for d in details if isinstance(d, dict)
     )

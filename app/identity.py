@@ -17,6 +17,8 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 # The same rule as validate_name as one regular expression (with length 1-64), for schemas: letters, digits, '.', '-'
 # and '_', never two '_' in a row. Written without lookahead so that schema-driven generators can use it.
 NAME_PATTERN = r"^_?(?:[A-Za-z0-9.-]+_)*[A-Za-z0-9.-]*$"
+# NAME_PATTERN in words, for errors.
+NAME_RULE = "may only contain letters, digits, '.', '-' and '_', never '__'"
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from app.memories.records import to_out
 from app.memories.schemas import MAX_END_USER, MemoryIn, MemoryPatch, SearchIn
 from app.memories.scopes import readable_keys
 from app.memories.service import MemoryService, resolve_identity
+from app.validation_words import in_words
 
 # Deletes go in chunks: each is all or none, as Engram's own batch delete is.
 DELETE_CHUNK = 100
@@ -108,8 +109,7 @@ def _metadata(value: Any, app_id: str | None) -> dict[str, Any]:
 
 
 def _validation(exc: ValidationError) -> ValidationFailed:
-    message = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:10])
-    return ValidationFailed(message)
+    return ValidationFailed(in_words(exc))
 
 
 def _int(value: Any, name: str, default: int, low: int, high: int) -> int:

@@ -31,6 +31,7 @@ from app.memories.schemas import (
 )
 from app.memories.scopes import Scope
 from app.openapi import body_one_of, error_responses, name_parameter
+from app.validation_words import in_words
 
 SessionQuery = Annotated[str | None, name_parameter("session", "Read as this session (a plain key may name any)")]
 AgentQuery = Annotated[str | None, name_parameter("agent", "Read as this agent of the session (needs session)")]
@@ -40,10 +41,6 @@ def _parse_add(data: dict[str, Any]) -> MemoryIn | MemoryBatchIn:
     """One memory, or a batch when the body has ``memories``: validated as that one shape, so errors name its fields."""
     model: type[MemoryIn] | type[MemoryBatchIn] = MemoryBatchIn if "memories" in data else MemoryIn
     return model.model_validate(data)
-
-
-def _validation_message(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:10])
 
 
 class SingleAddResponse(CreatedMemory):
@@ -83,7 +80,7 @@ class MemoryController(Controller):
         try:
             body = _parse_add(data)
         except ValidationError as exc:
-            raise ValidationFailed(_validation_message(exc)) from None
+            raise ValidationFailed(in_words(exc)) from None
         items = body.memories if isinstance(body, MemoryBatchIn) else [body]
         created = await container.memories.add(principal, None, items)
         if isinstance(body, MemoryBatchIn):

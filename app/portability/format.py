@@ -39,6 +39,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from app.column_limits import MAX_INT32, MAX_INT64, MIN_INT64
 from app.errors import AppError
+from app.validation_words import in_words
 
 FORMAT = "engram-export"
 VERSION = 1
@@ -201,17 +202,15 @@ def _object(number: int, text: str) -> dict[str, Any]:
     return value
 
 
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()[:5])
-
-
 def parse_header(text: str) -> Header:
     """Line 1: this format, a version this reader knows."""
     value = _object(1, text)
     try:
         header = Header.model_validate(value)
     except ValidationError as exc:
-        raise MalformedLine(f"line 1: not an {FORMAT} header ({_problems(exc)})", line=1) from None
+        raise MalformedLine(
+            f"line 1: not an {FORMAT} header ({in_words(exc, root='record', limit=5)})", line=1
+        ) from None
     if header.format != FORMAT:
         raise MalformedLine(f"line 1: format {header.format!r} is not {FORMAT!r}", line=1)
     if header.version > VERSION or header.version < 1:
@@ -228,7 +227,7 @@ def parse_record(number: int, text: str) -> Record:
     try:
         return _RECORD.validate_python(value)
     except ValidationError as exc:
-        raise MalformedLine(f"line {number}: {kind}: {_problems(exc)}", line=number) from None
+        raise MalformedLine(f"line {number}: {kind}: {in_words(exc, root='record', limit=5)}", line=number) from None
 
 
 def pack_vector(data: bytes) -> str:

@@ -16,12 +16,9 @@ from app.memories.scopes import viewer
 from app.openapi import body_one_of, error_responses, name_parameter
 from app.projects.files import DOCUMENT_PATH_PATTERN, MAX_PATH_CHARS
 from app.projects.schemas import DocumentBatchIn, DocumentIn, DocumentList, IndexReport
+from app.validation_words import in_words
 
 SessionPath = Annotated[str, name_parameter("session")]
-
-
-def _validation_message(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:10])
 
 
 def _parse(data: dict[str, Any] | list[Any]) -> list[DocumentIn]:
@@ -33,7 +30,7 @@ def _parse(data: dict[str, Any] | list[Any]) -> list[DocumentIn]:
             return DocumentBatchIn.model_validate(data).documents
         return [DocumentIn.model_validate(data)]
     except ValidationError as exc:
-        raise ValidationFailed(_validation_message(exc)) from None
+        raise ValidationFailed(in_words(exc)) from None
 
 
 class DocumentController(Controller):

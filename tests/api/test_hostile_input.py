@@ -145,3 +145,20 @@ def sqlite_big_body(embedder: object, tmp_path_factory: pytest.TempPathFactory) 
     upgrade_to_head(url)
     with serve(_settings(tmp, url, max_body_bytes=2_000_000), embedder=embedder) as server:  # type: ignore[arg-type]
         yield server
+
+
+@pytest.mark.parametrize("path", ["/v1/memories", "/v1/memories/search"])
+def test_a_nested_metadata_value_and_a_bad_session_name_are_told_in_words(api: RunningServer, path: str) -> None:
+    me = make_account(api)
+    text = {"query": "x"} if "search" in path else {"content": "x"}
+    with api.client(me.key) as http:
+        nested = http.post(path, json={**text, "metadata": {"a": {"b": 1}}})
+        assert nested.status_code in (400, 422), nested.text
+        said = nested.json()["error"]["message"]
+        assert "a metadata value must be a string, a number, a boolean or null" in said, said
+        assert ".str" not in said and "valid integer" not in said, said
+        named = http.post(path, json={**text, "session": "bad name!"})
+        assert named.status_code == 422, named.text
+        rule = "session: may only contain letters, digits, '.', '-' and '_', never '__'"
+        assert named.json()["error"]["message"] == rule
+        assert http.get("/v1/memories").json()["memories"] == []
