@@ -101,7 +101,13 @@ class MemoryController(Controller):
         agent: AgentQuery = None,
         # `scope` is Litestar's name for the ASGI scope, so the query parameter needs another Python name.
         memory_scope: Annotated[Scope | None, Parameter(query="scope", description="user, session or agent")] = None,
-        tags: Annotated[list[str] | None, Parameter(description="Memories carrying all of these tags")] = None,
+        tags: Annotated[
+            list[str] | None,
+            Parameter(
+                description="Memories carrying all of these tags: repeat the parameter (`tags=a&tags=b`); a comma is "
+                "part of a tag, so `tags=a,b` is the one tag 'a,b'"
+            ),
+        ] = None,
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: str | None = None,
         end_user: Annotated[
