@@ -86,7 +86,7 @@ async def provide_principal(request: Request[Any, Any, Any]) -> Principal:
     principal = await container.authenticator.authenticate(request.headers, resource=api)
     note_user(principal.user_id)
     plan = await container.quotas.check_request(principal)
-    await admit(request, container.admission, principal, plan)
+    await admit(request, container.admission, principal, plan, body_seconds=container.settings.request_body_seconds)
     request.scope.setdefault("state", {})[_PRINCIPAL] = principal
     return principal
 

@@ -109,6 +109,21 @@ class AccountDeleted(AppError):
     jsonrpc_code = -32010
 
 
+class RequestTimeout(AppError):
+    """The request's body did not arrive in time: it is dropped, and the client may send it again."""
+
+    status_code = 408
+    code = "request_timeout"
+
+
+class ClientGone(AppError):
+    """The client closed the connection before its request arrived whole: no one hears the answer, which exists so
+    that logs and metrics say what happened (499, as proxies record it) instead of a server error."""
+
+    status_code = 499
+    code = "client_closed_request"
+
+
 class PayloadTooLarge(AppError):
     status_code = 413
     code = "payload_too_large"

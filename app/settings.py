@@ -239,6 +239,9 @@ class Settings:
     # admission_overloaded_wait_seconds while waits have stood above admission_target_delay_seconds for 100 ms
     # (CoDel), then gets 503. A tenant holding more than its plan-weighted share of a busy server gets 429; one with
     # admission_min_share requests or fewer never does.
+    # A request takes its slot only once its body has arrived, so a client slow to send one (or that never finishes)
+    # holds no slot of the server's; a body that takes longer than this is a 408.
+    request_body_seconds: float = bounded(30.0, gt=0, le=3600)
     admission_initial_limit: int = bounded(8, ge=1)
     admission_min_limit: int = bounded(2, ge=1)
     admission_max_limit: int = bounded(32, ge=1)

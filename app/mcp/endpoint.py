@@ -135,7 +135,12 @@ class McpEndpoint:
         body: bytes | None = None
         try:
             if scope.get("method") == "POST":
-                body = await read_body(receive, self.settings.max_body_bytes)
+                body = await read_body(
+                    receive,
+                    self.settings.max_body_bytes,
+                    declared=headers.get("content-length"),
+                    seconds=self.settings.request_body_seconds,
+                )
                 receive = replay(body, receive)
             caller, plan = await self._admit(scope, headers, container)
             _check_protocol_version(headers.get(PROTOCOL_VERSION_HEADER), body)

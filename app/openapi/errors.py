@@ -25,6 +25,7 @@ DESCRIPTIONS = {
     "authenticate.",
     403: "The credential may only read; this needs a key or token with the write scope (`forbidden`).",
     404: "Nothing with this id for this user (`not_found`); another tenant's id answers exactly like a missing one.",
+    408: "The request body did not arrive within the server's time for it (`request_timeout`); send it again.",
     409: "The request conflicts with the current state (`conflict`).",
     413: "The body is over the server's limit (`payload_too_large`), or a memory is longer than the memory limit "
     "(`memory_too_large`).",

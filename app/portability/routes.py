@@ -11,6 +11,7 @@ from litestar.response import Stream
 from pydantic import BaseModel
 
 from app.accounts.principal import Principal
+from app.admission.http import OWN_BODY, admit_after_body, body_chunks
 from app.container import Container, authenticated
 from app.errors import PayloadTooLarge
 from app.identity import validate_name
@@ -78,7 +79,8 @@ class PortabilityController(Controller):
         summary="Import an engram-export (JSONL body) into the key's user: idempotent",
         status_code=200,
         request_max_body_size=None,
-        responses=error_responses(403, 413),
+        responses=error_responses(403, 408, 413),
+        opt=OWN_BODY,
     )
     async def import_(
         self, request: Request[Any, Any, Any], principal: Principal, container: Container
@@ -86,11 +88,16 @@ class PortabilityController(Controller):
         principal.require_write()
         principal.require_unbound("an import")
         limit = container.settings.import_max_bytes
+        too_large = f"an import body holds at most {limit} bytes; use `engram import` for more"
+        if (request.content_length or 0) > limit:
+            raise PayloadTooLarge(too_large)
         body = bytearray()
-        async for chunk in request.stream():
+        # Received before the request takes its slot (app.admission.http): a slow upload holds none.
+        async for chunk in body_chunks(request, container.settings.request_body_seconds):
             body += chunk
             if len(body) > limit:
-                raise PayloadTooLarge(f"an import body holds at most {limit} bytes; use `engram import` for more")
+                raise PayloadTooLarge(too_large)
+        await admit_after_body(request, principal)
         parsed = parse(split_body(bytes(body)))
         summary = await service.import_into(container, principal.user_id, parsed)
         return ImportSummary(**summary.as_json())

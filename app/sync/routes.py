@@ -63,7 +63,7 @@ async def sync_principal(request: Request[Any, Any, Any]) -> Principal:
     plan = await container.quotas.check_request(principal)
     # A push takes a slot like any REST write (503/429 with Retry-After when full); the pull is a long poll, which
     # never counts as in flight.
-    await admit(request, container.admission, principal, plan)
+    await admit(request, container.admission, principal, plan, body_seconds=container.settings.request_body_seconds)
     request.scope.setdefault("state", {})[_PRINCIPAL] = principal
     return principal
 
