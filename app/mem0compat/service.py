@@ -286,6 +286,8 @@ class Mem0Service:
 
     async def delete_matching(self, principal: Principal, entities: Mapping[str, Any]) -> int:
         """Delete every memory of the named entities; naming none is refused (Mem0's ``reset`` names each)."""
+        # A read key hears 403 whether or not anything matches: "deleted (0)" would tell it that it may delete.
+        principal.require_write()
         named = {k: v for k, v in entities.items() if k in mem0_filters.ENTITY_IDS and v not in (None, "")}
         if not named:
             raise ValidationFailed("name at least one of user_id, agent_id, app_id or run_id to delete by")

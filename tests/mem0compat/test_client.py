@@ -272,6 +272,11 @@ def test_a_read_key_reads_and_cannot_write(api: RunningServer, account: Account)
     with pytest.raises(AuthenticationError):  # 403: the client's AuthenticationError
         mem0.add("x", user_id="r", infer=False)
     assert mem0.get_all()["count"] == 0
+    # Deletes are refused whether or not anything matches: "deleted (0)" would say the key may delete.
+    with pytest.raises(AuthenticationError):
+        mem0.delete_all(run_id="nothing-here")
+    with pytest.raises(AuthenticationError):
+        mem0.delete_users(run_id="nothing-here")
 
 
 SMALL = {"free": {"requests_per_minute": 1_000, "key_requests_per_minute": 4, "max_memories": 100}}
