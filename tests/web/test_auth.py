@@ -154,29 +154,20 @@ def test_a_user_the_cli_created_logs_in_once_the_cli_gives_them_a_password(
     me = browser()
     assert me.submit("/login", "/login", email=email, password=PASSWORD).status_code == 400  # no password yet
 
-    env = {
-        **os.environ,
-        "ENGRAM_DATABASE_URL": api.settings.database_url,
-        "ENGRAM_DATA_DIR": str(api.settings.data_dir),
-    }
-    engram = str(Path(sys.executable).with_name("engram"))
-    weak = subprocess.run(
-        [engram, "users", "set-password", user.user_id],
-        input="short\n",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    def set_password(password: str) -> subprocess.CompletedProcess[str]:
+        """``engram users set-password``, on the server's own database, with the password on stdin."""
+        env = {
+            **os.environ,
+            "ENGRAM_DATABASE_URL": api.settings.database_url,
+            "ENGRAM_DATA_DIR": str(api.settings.data_dir),
+        }
+        engram = str(Path(sys.executable).with_name("engram"))
+        command = [engram, "users", "set-password", user.user_id]
+        return subprocess.run(command, input=password + "\n", env=env, capture_output=True, text=True, timeout=120)
+
+    weak = set_password("short")
     assert weak.returncode == 1 and "at least" in weak.stderr, weak.stderr
-    done = subprocess.run(
-        [engram, "users", "set-password", user.user_id],
-        input=PASSWORD + "\n",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = set_password(PASSWORD)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "" and PASSWORD not in done.stderr
 
@@ -184,13 +175,6 @@ def test_a_user_the_cli_created_logs_in_once_the_cli_gives_them_a_password(
     assert me.get("/dashboard").status_code == 200
 
     # A new password ends every browser session that the old one opened.
-    again = subprocess.run(
-        [engram, "users", "set-password", user.user_id],
-        input=PASSWORD + "-2\n",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    again = set_password(PASSWORD + "-2")
     assert again.returncode == 0, again.stderr
     assert me.get("/dashboard").status_code == 303
