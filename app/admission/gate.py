@@ -1,8 +1,9 @@
 """Admission: which request runs now, which waits, and which is refused at once, fairly between tenants.
 
 At most ``AdaptiveLimit.current`` requests are in service. One that finds the server busy waits in its tenant's
-queue; a freed slot goes to the tenants in turn (weighted round robin: a tenant of weight 3 gets three turns to
-another's one), so a tenant that sends 150 requests at once makes its own queue long, not anyone else's.
+queue; a freed slot goes to the waiting tenant with the fewest requests in service for its weight, and among equals
+in turn (weighted round robin: a tenant of weight 3 gets three turns to another's one), so a tenant that sends 150
+requests at once makes its own queue long, not anyone else's.
 
 Refusals are quick and honest:
 - 429 ``over_fair_share`` at arrival, for a tenant already holding more than its share of the server (the limit
@@ -221,19 +222,33 @@ class Admission:
 
     def _dispatch(self, now: float) -> None:
         while self._turns and self.in_flight < self.limit.current:
-            tenant = self._turns[0]
+            tenant = self._neediest()
             state = self._tenants[tenant]
             ticket = state.queue.popleft()
             self._queued -= 1
             state.credit -= 1
             self._note_wait(state, now - ticket.arrived, now)
             if not state.queue:
-                self._turns.popleft()
+                self._turns.remove(tenant)
                 state.drained()
             elif state.credit <= 0:
                 state.credit = state.weight
-                self._turns.rotate(-1)
+                self._turns.remove(tenant)
+                self._turns.append(tenant)
             self._start(ticket, now)
+
+    def _neediest(self) -> str:
+        """Whose request takes a freed slot: of the tenants waiting, the one with the fewest requests in service for
+        its weight, in turn among equals. A tenant sending a few requests beside a flood gets the next free slot
+        instead of waiting for its turn behind the flood's in-service share, so its waits stay those of a quiet
+        server's (and its queue never stands, which would cut its budget)."""
+        best, fewest = self._turns[0], math.inf
+        for tenant in self._turns:
+            state = self._tenants[tenant]
+            in_service = (state.outstanding - len(state.queue)) / state.weight
+            if in_service < fewest:
+                best, fewest = tenant, in_service
+        return best
 
     def _note_wait(self, state: _Tenant, waited: float, now: float) -> None:
         """CoDel's test, for one tenant's queue: has every wait of its last interval been above target?"""

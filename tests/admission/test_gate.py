@@ -69,6 +69,32 @@ async def test_freed_slots_go_to_the_tenants_in_turn_by_weight() -> None:
     assert order == ["flood", "quiet", "quiet", "flood", "quiet", "quiet", "flood", "flood", "flood", "flood"]
 
 
+async def test_a_freed_slot_goes_first_to_the_waiting_tenant_with_the_fewest_in_service_for_its_weight() -> None:
+    """Round robin alone would hand every other freed slot to the flood, whose requests already fill the server."""
+    gate = Admission(fixed(4, min_share=100))
+    flood = [await gate.enter("flood", "search") for _ in range(4)]
+    flood_waiting = [asyncio.ensure_future(gate.enter("flood", "search")) for _ in range(6)]
+    await _settle()
+    quiet_waiting = [asyncio.ensure_future(gate.enter("quiet", "search")) for _ in range(2)]
+    await _settle()
+    gate.leave(flood.pop())  # the flood's turn in round robin, but it holds 3 slots to the quiet tenant's none
+    await _settle()
+    assert quiet_waiting[0].done() and not any(t.done() for t in flood_waiting)
+    gate.leave(flood.pop())  # 2 to 1: the quiet tenant again
+    await _settle()
+    assert quiet_waiting[1].done() and not any(t.done() for t in flood_waiting)
+    gate.leave(await quiet_waiting[0])  # nobody of the quiet tenant waits: the flood's turn
+    await _settle()
+    assert sum(t.done() for t in flood_waiting) == 1
+    for ticket in flood:
+        gate.leave(ticket)
+    gate.leave(await quiet_waiting[1])
+    for waiting in flood_waiting:
+        gate.leave(await asyncio.wait_for(waiting, HANG))
+        await _settle()
+    assert gate.in_flight == 0 and gate.queued == 0
+
+
 async def test_a_request_that_waits_its_whole_budget_hears_503_with_retry_after() -> None:
     metrics = Metrics()
     gate = Admission(fixed(1, queue_timeout=0.01), probe=metrics)
