@@ -139,7 +139,10 @@ class Admission:
                 "this account has more requests in progress than its share of a busy server; retry after 1 s",
                 headers=retry_after_header(1),
             )
-        budget = self.config.overloaded_wait if state.overloaded else self.config.queue_timeout
+        # CoDel's short budget is for a queue of the tenant's own making: one holding less than its part of the slots
+        # waits because others hold them, and keeps the full budget.
+        short = state.overloaded and self._over_service_share(state)
+        budget = self.config.overloaded_wait if short else self.config.queue_timeout
         state.outstanding += 1
         self._enqueue(state, ticket)
         try:
@@ -181,6 +184,12 @@ class Admission:
         active = sum(t.weight for t in self._tenants.values() if t.outstanding > 0 or t is self._tenants[tenant])
         capacity = self.limit.current * self.config.capacity_factor
         return max(self.config.min_share, math.ceil(capacity * self._tenants[tenant].weight / max(1, active)))
+
+    def _over_service_share(self, state: _Tenant) -> bool:
+        """Whether this tenant has more in service than its weight's part of the limit (while others want slots)."""
+        active = sum(t.weight for t in self._tenants.values() if t.outstanding > 0 or t is state)
+        in_service = state.outstanding - len(state.queue)
+        return in_service >= self.limit.current * state.weight / max(1, active)
 
     def _others_waiting(self, tenant: str) -> bool:
         return any(name != tenant and state.outstanding > 0 for name, state in self._tenants.items())

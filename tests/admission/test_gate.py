@@ -157,6 +157,27 @@ async def test_once_waits_stand_above_target_new_arrivals_wait_only_the_short_bu
     assert not gate.overloaded  # the queue drained
 
 
+async def test_a_standing_queue_keeps_the_full_budget_while_its_tenant_holds_less_than_its_part_of_the_slots() -> None:
+    """Its waits stand above target because another tenant holds the slots, not because it floods."""
+    gate = Admission(fixed(3, target=0.001, interval=0.0, queue_timeout=HANG, overloaded_wait=0.01, min_share=100))
+    flood = [await gate.enter("flood", "search") for _ in range(3)]
+    queued = [asyncio.ensure_future(gate.enter("steady", "search")) for _ in range(3)]
+    await asyncio.sleep(0.01)  # every waiter of the steady tenant is now past the target
+    gate.leave(flood.pop())
+    gate.leave(await asyncio.wait_for(queued[0], HANG))
+    second = await asyncio.wait_for(queued[1], HANG)
+    assert gate.overloaded  # the steady tenant's waits stood above target, and one of its requests still waits
+    # It holds 1 slot of 3 beside the flood's 2, less than its half: a new arrival may wait the full budget.
+    arrival = asyncio.ensure_future(gate.enter("steady", "search"))
+    await asyncio.sleep(0.1)  # ten short budgets
+    assert not arrival.done()
+    for ticket in [second, *flood]:
+        gate.leave(ticket)
+    for waiting in (queued[2], arrival):
+        gate.leave(await asyncio.wait_for(waiting, HANG))
+    assert gate.in_flight == 0 and gate.queued == 0
+
+
 async def test_a_tenant_beside_another_tenants_standing_queue_keeps_the_full_budget() -> None:
     """CoDel per tenant, as FQ-CoDel keeps it per flow: the flood's standing queue shortens the flood's waits only."""
     gate = Admission(fixed(1, target=0.001, interval=0.0, queue_timeout=HANG, overloaded_wait=0.01, min_share=100))
