@@ -1,5 +1,5 @@
 """``engram serve``: the app under uvicorn, as in production, on a socket of its own or on one other processes share
-(ENGRAM_REUSE_PORT). The test harness serves with the same keep-alive.
+(ENGRAM_REUSE_PORT), bound before the app is built. The test harness serves with the same keep-alive.
 
 Imported only to serve: it imports the app, uvicorn and the logging set-up when it runs."""
 
@@ -18,8 +18,9 @@ KEEP_ALIVE_SECONDS = 75
 
 def serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     """Serve until stopped; ``host`` and ``port``, when given, override the settings'. The exit code: 0, 2 for a
-    database behind the newest revision, 3 for an app whose start-up failed."""
+    database behind the newest revision, 3 for an app whose start-up failed or an address it cannot listen on."""
     import contextlib
+    import logging
 
     import uvicorn
 
@@ -37,6 +38,17 @@ def serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     flags = {name: value for name, value in (("host", host), ("port", port)) if value is not None}
     # Same as ENGRAM_HOST / ENGRAM_PORT: the advertised URL follows them unless ENGRAM_PUBLIC_BASE_URL is set.
     settings = settings.replace(**flags)
+    # Bound before the app is built (which loads the model and opens the index): a port another process holds is
+    # said at once, in words, not as an error in the log after the whole start-up.
+    try:
+        listening = _listening_socket(settings.host, settings.port, reuse_port=settings.reuse_port)
+    except OSError as exc:
+        print(
+            f"engram serve: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
+            " (another engram serve? pick another port: ENGRAM_PORT, --port, or make run PORT=8001)",
+            file=sys.stderr,
+        )
+        return 3
     app = create_app(settings)
     app.on_startup.append(tune_for_serving)
     config = uvicorn.Config(
@@ -55,21 +67,28 @@ def serve(settings: Settings, *, host: str | None, port: int | None) -> int:
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     server = uvicorn.Server(config)
-    sockets = [_reusable_socket(settings.host, settings.port)] if settings.reuse_port else None
+    # Uvicorn names the address only when it binds the socket itself.
+    logging.getLogger("engram.serve").info("listening on http://%s:%s (Ctrl+C stops)", settings.host, settings.port)
     with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C after a graceful shutdown is no error
-        server.run(sockets=sockets)
+        server.run(sockets=[listening])
     return 0 if server.started else 3  # as uvicorn.run: the app's start-up failed
 
 
-def _reusable_socket(host: str, port: int) -> socket.socket:
-    """A listening socket other processes may bind too (SO_REUSEPORT): the kernel spreads connections over them."""
+def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    """The server's listening socket; with ``reuse_port`` one other processes may bind too (SO_REUSEPORT): the kernel
+    spreads connections over them."""
     import socket
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
     sock.set_inheritable(True)
     return sock

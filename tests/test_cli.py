@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -185,6 +186,20 @@ def test_serve_port_flag_moves_every_advertised_url(tmp_path: Path) -> None:
         )
         assert http.get("/.well-known/oauth-protected-resource/v1").json()["resource"] == f"{base}/v1"
         assert http.get("/.well-known/oauth-authorization-server").json()["issuer"] == base
+
+
+def test_serve_on_a_port_another_process_holds_says_so_before_starting(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    assert _run(env, "migrate").returncode == 0
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        refused = _run(env, "serve", "--host", "127.0.0.1", "--port", str(port))
+    assert refused.returncode == 3, refused.stderr
+    assert f"engram serve: cannot listen on 127.0.0.1:{port}: Address already in use" in refused.stderr
+    assert "make run PORT=" in refused.stderr
+    assert "Application startup" not in refused.stderr  # refused before the app was built
 
 
 def test_a_configured_public_url_wins_over_the_port_flag(tmp_path: Path) -> None:
