@@ -13,8 +13,8 @@ hours and cost nothing while idle.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 import anyio
 from litestar import Request
@@ -30,6 +30,7 @@ _HELD = "engram.admission"
 _PLAN = "engram.plan"
 STREAM = {"stream": True}
 OWN_BODY = {"own_body": True}
+T = TypeVar("T")
 
 
 class ReleaseSlots:
@@ -85,7 +86,8 @@ async def body_chunks(request: Request[Any, Any, Any], body_seconds: float) -> A
         yield chunk
 
 
-async def _arrived(body: Any, seconds: float) -> Any:
+async def _arrived(body: Awaitable[T], seconds: float) -> T:
+    """``body`` (the whole body, or its next chunk) within ``seconds``, in our errors."""
     try:
         with anyio.fail_after(seconds):
             return await body
