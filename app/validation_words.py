@@ -34,8 +34,8 @@ def readable(details: Iterable[Any]) -> list[Any]:
         field = _key_of(detail).rpartition(".")[0]
         if field not in unions:
             merged.append(detail)
-        elif field not in {_key_of(d) for d in merged}:
-            merged.append({**detail, "key": field, "message": _union_words(field, tried[field])})
+        elif field in tried:  # the union's first member says it for all, once
+            merged.append({**detail, "key": field, "message": _union_words(field, tried.pop(field))})
     return merged
 
 

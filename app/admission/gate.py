@@ -181,15 +181,18 @@ class Admission:
     # --- internals ------------------------------------------------------------------------------------------------
 
     def _share(self, tenant: str) -> int:
-        active = sum(t.weight for t in self._tenants.values() if t.outstanding > 0 or t is self._tenants[tenant])
+        state = self._tenants[tenant]
         capacity = self.limit.current * self.config.capacity_factor
-        return max(self.config.min_share, math.ceil(capacity * self._tenants[tenant].weight / max(1, active)))
+        return max(self.config.min_share, math.ceil(capacity * state.weight / self._active_weight(state)))
 
     def _over_service_share(self, state: _Tenant) -> bool:
         """Whether this tenant has more in service than its weight's part of the limit (while others want slots)."""
-        active = sum(t.weight for t in self._tenants.values() if t.outstanding > 0 or t is state)
         in_service = state.outstanding - len(state.queue)
-        return in_service >= self.limit.current * state.weight / max(1, active)
+        return in_service >= self.limit.current * state.weight / self._active_weight(state)
+
+    def _active_weight(self, state: _Tenant) -> int:
+        """The weights of the tenants with requests in, ``state``'s own counted whether or not it has any yet."""
+        return max(1, sum(t.weight for t in self._tenants.values() if t.outstanding > 0 or t is state))
 
     def _others_waiting(self, tenant: str) -> bool:
         return any(name != tenant and state.outstanding > 0 for name, state in self._tenants.items())

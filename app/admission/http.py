@@ -13,24 +13,21 @@ hours and cost nothing while idle.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
-import anyio
 from litestar import Request
-from litestar.exceptions import InternalServerException
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from app.accounts.principal import Principal
 from app.admission.gate import Admission, Ticket
-from app.errors import ClientGone, RequestTimeout
 from app.quotas.plans import Plan
+from app.request_body import arrived
 
 _HELD = "engram.admission"
 _PLAN = "engram.plan"
 STREAM = {"stream": True}
 OWN_BODY = {"own_body": True}
-T = TypeVar("T")
 
 
 class ReleaseSlots:
@@ -63,7 +60,7 @@ async def admit(
     if handler.opt.get("own_body"):
         request.scope.setdefault("state", {})[_PLAN] = (admission, plan)
         return
-    await _arrived(request.body(), body_seconds)
+    await arrived(request.body(), body_seconds)
     await _enter(request, admission, principal, plan)
 
 
@@ -80,23 +77,10 @@ async def body_chunks(request: Request[Any, Any, Any], body_seconds: float) -> A
     chunks = request.stream().__aiter__()
     while True:
         try:
-            chunk = await _arrived(anext(chunks), body_seconds)
+            chunk = await arrived(anext(chunks), body_seconds)
         except StopAsyncIteration:
             return
         yield chunk
-
-
-async def _arrived(body: Awaitable[T], seconds: float) -> T:
-    """``body`` (the whole body, or its next chunk) within ``seconds``, in our errors."""
-    try:
-        with anyio.fail_after(seconds):
-            return await body
-    except TimeoutError:
-        raise RequestTimeout(f"the request body did not arrive within {seconds:g} s; send it again") from None
-    except InternalServerException as exc:  # Litestar's word for a client that left halfway through its body
-        if "disconnected" in str(exc.detail):
-            raise ClientGone("the client closed the connection before its request body arrived") from None
-        raise
 
 
 async def _enter(request: Request[Any, Any, Any], admission: Admission, principal: Principal, plan: Plan) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anyio
 from litestar.types import HTTPRequestEvent, Receive, ReceiveMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from app.errors import ClientGone, InvalidJsonRpc, InvalidParams, MethodNotFound, PayloadTooLarge, RequestTimeout
+from app.errors import ClientGone, InvalidJsonRpc, InvalidParams, MethodNotFound, PayloadTooLarge
+from app.request_body import LEFT_HALFWAY, arrived
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 # The handshake-era methods the stateless revisions (2026-07-28 on) removed: under them, "method not found".
@@ -126,25 +126,24 @@ def _params_problem(method: str, params: dict[str, Any] | None) -> str | None:
 
 async def read_body(receive: Receive, limit: int, *, declared: str | None = None, seconds: float = 30.0) -> bytes:
     """The whole body: ``PayloadTooLarge`` at once when its declared length (``Content-Length``) is over ``limit``,
-    else as soon as it passes ``limit`` bytes; ``RequestTimeout`` when it has not all arrived within ``seconds``;
-    ``ClientGone`` when the client leaves halfway."""
+    else as soon as it passes ``limit`` bytes; within ``seconds`` (``app.request_body``)."""
     too_large = f"the request body is over the limit of {limit} bytes"
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
         raise PayloadTooLarge(too_large)
-    body = b""
-    try:
-        with anyio.fail_after(seconds):
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    raise ClientGone("the client closed the connection before its request body arrived")
-                body += message.get("body", b"")
-                if len(body) > limit:
-                    raise PayloadTooLarge(too_large)
-                if not message.get("more_body"):
-                    return body
-    except TimeoutError:
-        raise RequestTimeout(f"the request body did not arrive within {seconds:g} s; send it again") from None
+
+    async def whole() -> bytes:
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise ClientGone(LEFT_HALFWAY)
+            body += message.get("body", b"")
+            if len(body) > limit:
+                raise PayloadTooLarge(too_large)
+            if not message.get("more_body"):
+                return body
+
+    return await arrived(whole(), seconds)
 
 
 def replay(body: bytes, receive: Receive) -> Receive:
