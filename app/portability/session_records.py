@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
@@ -34,12 +34,7 @@ async def import_documents(
     because another account on this server holds those ids) is refused too. Its row would list the file as indexed,
     and sending the same file again would then change nothing, so it would never be found."""
     async with db.session() as session:
-        held: set[tuple[str, str]] = {
-            (first, second)
-            for first, second in await session.execute(
-                select(Document.session, Document.path).where(Document.user_id == user_id)
-            )
-        }
+        held = await _pairs(session, select(Document.session, Document.path).where(Document.user_id == user_id))
         owned = await _owned_memories(session, user_id, {m.lower() for _, line in items for m in line.memory_ids})
         for number, line in items:
             key = (line.session, line.path)
@@ -79,6 +74,11 @@ async def import_documents(
             summary.imported += 1
 
 
+async def _pairs(session: AsyncSession, statement: Select[str, str]) -> set[tuple[str, str]]:
+    """The rows of a two-column ``statement`` (what a session already holds, by name), as a set."""
+    return {(first, second) for first, second in await session.execute(statement)}
+
+
 async def _owned_memories(session: AsyncSession, user_id: str, ids: set[str]) -> set[str]:
     """Which of ``ids`` are live memories of ``user_id``."""
     wanted, owned = sorted(ids), set[str]()
@@ -98,14 +98,9 @@ async def _owned_memories(session: AsyncSession, user_id: str, ids: set[str]) ->
 async def import_agents(db: Database, user_id: str, items: Sequence[tuple[int, AgentLine]], summary: Summary) -> None:
     """A session's agents, skipped when the session already has one of that name."""
     async with db.session() as session:
-        held: set[tuple[str, str]] = {
-            (first, second)
-            for first, second in (
-                await session.execute(
-                    select(SessionAgent.session, SessionAgent.agent).where(SessionAgent.user_id == user_id)
-                )
-            )
-        }
+        held = await _pairs(
+            session, select(SessionAgent.session, SessionAgent.agent).where(SessionAgent.user_id == user_id)
+        )
         for number, line in items:
             key = (line.session, line.agent)
             if key in held:
@@ -190,14 +185,9 @@ async def import_messages(
 async def import_tasks(db: Database, user_id: str, items: Sequence[tuple[int, TaskLine]], summary: Summary) -> None:
     """Tasks with their dependencies, skipped when the session already has the task id."""
     async with db.session() as session:
-        held: set[tuple[str, str]] = {
-            (first, second)
-            for first, second in (
-                await session.execute(
-                    select(SessionTask.session, SessionTask.task_id).where(SessionTask.user_id == user_id)
-                )
-            )
-        }
+        held = await _pairs(
+            session, select(SessionTask.session, SessionTask.task_id).where(SessionTask.user_id == user_id)
+        )
         added: list[TaskLine] = []
         for number, line in items:
             key = (line.session, line.task_id)
