@@ -73,6 +73,12 @@ class _SharedExclusiveLock:
                 self._cond.notify_all()
 
 
+# The engine's search pool runs a query's per-segment reads in parallel; ours is one appendable segment (we never
+# optimize while serving), so a wider pool only adds hand-offs between threads. Measured on 500 points of a tenant, on
+# 2 cores: one pass of a hybrid search took 0.68 ms with one thread against 0.96 ms with the default pool, using 0.6 ms
+# of CPU instead of 1.4, and 4 threads querying at once got 687 searches/s against 559.
+SEARCH_THREADS = 1
+
 _OPEN_SHARDS: set[Path] = set()
 _OPEN_SHARDS_LOCK = threading.Lock()
 
@@ -450,6 +456,7 @@ class EdgeVectorStore(VectorStoreBase):
             sparse_vectors={hybrid.LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             # We never optimize while serving, so no point may wait for an optimization to become visible.
             optimizers=qe.EdgeOptimizersConfig(prevent_unoptimized=False),
+            max_search_threads=SEARCH_THREADS,
         )
         try:
             if _dense_only(self.shard_path):
@@ -459,7 +466,7 @@ class EdgeVectorStore(VectorStoreBase):
                 shutil.rmtree(self.shard_path)
                 self.rebuilt = True
             if self.shard_path.is_dir() and any(self.shard_path.iterdir()):
-                shard = qe.EdgeShard.load(str(self.shard_path))
+                shard = qe.EdgeShard.load(str(self.shard_path), config)
             else:
                 self.shard_path.mkdir(parents=True, exist_ok=True)
                 shard = qe.EdgeShard.create(str(self.shard_path), config)
