@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +25,8 @@ HOUR_TALLY_SECONDS = 90_000
 MINUTE_TALLY_SECONDS = 120
 # Plans change rarely (an upgrade); a minute's staleness saves a query on every request.
 PLAN_CACHE_SECONDS = 60.0
+# Users whose stored-memory count this process remembers for the pre-check of their writes (the most recent writers).
+COUNTS_KEPT = 10_000
 
 
 class Quotas:
@@ -33,6 +36,10 @@ class Quotas:
         self.plans = plans
         self.default_plan = default_plan
         self._plan_cache: dict[str, tuple[float, Plan]] = {}
+        # The count each user's last write here saw (or made). ``check_memories`` skips its query while that count
+        # leaves room: if it is low (another instance wrote since), ``reserve_memories`` still refuses in the write's
+        # transaction; if it is high (memories were deleted since), the check counts again.
+        self._counts: OrderedDict[str, int] = OrderedDict()
 
     async def plan_for(self, user_id: str) -> Plan:
         """The user's plan; an unknown plan name falls back to the default plan."""
@@ -74,8 +81,12 @@ class Quotas:
 
         Concurrent writes can all pass this check; ``reserve_memories`` in the write's own transaction decides."""
         plan = await self.plan_for(user_id)
+        seen = self._counts.get(user_id)
+        if seen is not None and seen + adding <= plan.max_memories:
+            return
         async with self.db.engine.connect() as conn:
             stored = (await conn.execute(_stored(user_id))).scalar_one()
+        self._remember(user_id, stored)
         _refuse_beyond(plan, stored, adding)
 
     async def reserve_memories(self, session: AsyncSession, user_id: str, adding: int) -> None:
@@ -92,6 +103,13 @@ class Quotas:
         )
         stored = (await session.execute(_stored(user_id))).scalar_one()
         _refuse_beyond(plan, stored, adding)
+        self._remember(user_id, stored + adding)
+
+    def _remember(self, user_id: str, stored: int) -> None:
+        self._counts[user_id] = stored
+        self._counts.move_to_end(user_id)
+        if len(self._counts) > COUNTS_KEPT:
+            self._counts.popitem(last=False)
 
     async def requests_by_hour(self, user_id: str, hours: int = 24) -> list[tuple[datetime, int]]:
         """The user's allowed requests in each of the last ``hours`` hours (the current one last), by hour start."""

@@ -95,6 +95,37 @@ def test_the_memory_quota_refuses_writes_beyond_the_plan_and_stores_nothing(limi
         assert len(http.get("/v1/memories").json()["memories"]) == 3
 
 
+def test_a_deleted_memory_frees_its_place_in_the_quota_at_once(limited: RunningServer) -> None:
+    """The server remembers the count a user's last write saw; a delete since must not leave that count refusing."""
+    me = make_account(limited)
+    with limited.client(me.key) as http:
+        created = http.post("/v1/memories", json={"memories": [{"content": f"m{i}"} for i in range(3)]})
+        assert created.status_code == 201
+        assert http.post("/v1/memories", json={"content": "one too many"}).status_code == 429
+        assert http.delete(f"/v1/memories/{created.json()['results'][0]['id']}").status_code in (200, 204)
+        assert http.post("/v1/memories", json={"content": "fits again"}).status_code == 201
+    with limited.client(add_key(limited, me.user_id).key) as http:
+        assert sorted(m["content"] for m in http.get("/v1/memories").json()["memories"]) == ["fits again", "m1", "m2"]
+
+
+def test_writes_through_another_instance_count_against_the_quota(
+    limited: RunningServer, limited_twin: RunningServer
+) -> None:
+    """This instance saw 2 stored; the twin stored a third since: the next write here is refused and stores nothing,
+    though what this instance remembers would have let it through."""
+    me = make_account(limited)
+    with limited.client(me.key) as http:
+        assert http.post("/v1/memories", json={"memories": [{"content": "a"}, {"content": "b"}]}).status_code == 201
+    with limited_twin.client(me.key) as http:
+        assert http.post("/v1/memories", json={"content": "c, through the twin"}).status_code == 201
+    with limited.client(me.key) as http:
+        over = http.post("/v1/memories", json={"content": "one too many"})
+    assert over.status_code == 429
+    assert over.json()["error"]["code"] == "quota_exceeded"
+    with limited.client(add_key(limited, me.user_id).key) as http:
+        assert sorted(m["content"] for m in http.get("/v1/memories").json()["memories"]) == ["a", "b", "c, through the twin"]
+
+
 def test_mcp_gets_429_with_a_json_rpc_error(limited: RunningServer) -> None:
     me = make_account(limited)
     url = f"/mcp/v2/cli/{me.user_id}"
