@@ -123,7 +123,8 @@ def test_writes_through_another_instance_count_against_the_quota(
     assert over.status_code == 429
     assert over.json()["error"]["code"] == "quota_exceeded"
     with limited.client(add_key(limited, me.user_id).key) as http:
-        assert sorted(m["content"] for m in http.get("/v1/memories").json()["memories"]) == ["a", "b", "c, through the twin"]
+        stored = sorted(m["content"] for m in http.get("/v1/memories").json()["memories"])
+    assert stored == ["a", "b", "c, through the twin"]
 
 
 def test_mcp_gets_429_with_a_json_rpc_error(limited: RunningServer) -> None:
