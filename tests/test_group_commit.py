@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.exc import StaleDataError
 
 from app.accounts.models import User
 from app.db import Database
+from app.errors import Conflict
 from app.migrate import upgrade_to_head
 from app.observability.metrics import Metrics
 
@@ -75,5 +77,37 @@ async def test_a_lone_write_commits_at_once_and_a_conflict_is_its_callers_alone(
         assert isinstance(results[0], Exception)
         async with db.session() as session:
             assert (await session.execute(select(func.count()).select_from(User))).scalar_one() == 1
+    finally:
+        await db.dispose()
+
+
+async def test_a_lone_write_that_fails_leaves_none_of_its_rows(sqlite_url: str) -> None:
+    """A write that fails after its statements ran (a refusal found late, as a quota's) undoes all it wrote."""
+    db = Database(sqlite_url)
+
+    async def half_done(session: AsyncSession) -> None:
+        session.add(User(id="u_half", email="half@example.test"))
+        await session.flush()
+        raise ValueError("refused after writing")
+
+    try:
+        with pytest.raises(ValueError, match="refused after writing"):
+            await db.write(half_done)
+        assert await _users(db) == set()
+    finally:
+        await db.dispose()
+
+
+async def test_a_lone_write_that_loses_a_version_race_hears_conflict(sqlite_url: str) -> None:
+    db = Database(sqlite_url)
+
+    async def stale(session: AsyncSession) -> None:
+        session.add(User(id="u_stale", email="stale@example.test"))
+        raise StaleDataError("the row changed underneath")
+
+    try:
+        with pytest.raises(Conflict, match="changed by another request"):
+            await db.write(stale)
+        assert await _users(db) == set()
     finally:
         await db.dispose()
