@@ -5,8 +5,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.memories.models import MemoryEvent, MemoryRecord, StoredMemory
@@ -184,7 +185,15 @@ async def previous_content(
 ) -> str | None:
     """The content of the live memory written last before ``before`` in one place (tenant and visibility), if it was
     written no more than ``within`` earlier: the neighbour a memory is indexed with."""
-    query = (
+    return (
+        await session.execute(previous_content_query(user_id, visibility, before, within=within))
+    ).scalar_one_or_none()
+
+
+def previous_content_query(user_id: str, visibility: str, before: datetime, *, within: timedelta) -> Select[Any]:
+    """``previous_content``'s one-row read, for ``Database.first`` (an add reads it outside any transaction): the
+    index on (user_id, visibility, deleted_at, created_at) serves it, with a sort only among equal times."""
+    return (
         select(MemoryRecord.content)
         .where(
             MemoryRecord.user_id == user_id,
@@ -196,7 +205,6 @@ async def previous_content(
         .order_by(MemoryRecord.created_at.desc(), MemoryRecord.id.desc())
         .limit(1)
     )
-    return (await session.execute(query)).scalar_one_or_none()
 
 
 async def existing_ids(session: AsyncSession, ids: Sequence[str]) -> dict[str, str]:

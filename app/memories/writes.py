@@ -94,10 +94,10 @@ class MemoryWrites(MemoryServiceBase):
             for item, who, scope, visibility, role in plans:
                 now = utcnow()
                 if visibility not in previous:
-                    async with self.db.session() as session:
-                        previous[visibility] = await repository.previous_content(
-                            session, principal.user_id, visibility, now, within=CONTEXT_WINDOW
-                        )
+                    neighbour = await self.db.first(
+                        repository.previous_content_query(principal.user_id, visibility, now, within=CONTEXT_WINDOW)
+                    )
+                    previous[visibility] = neighbour[0] if neighbour is not None else None
                 context = previous[visibility] or ""
                 previous[visibility] = item.content
                 outcomes = await self.engine.add(
