@@ -133,7 +133,8 @@ def _import_engram(args: argparse.Namespace, settings: Settings) -> int:
                 raise ValidationFailed(f"{args.file} is not UTF-8 ({exc.reason})") from None
     summary = asyncio.run(_import_parsed(args.user, parsed, settings))
     print(json.dumps(summary), flush=True)
-    return 0
+    # As `--from mem0` does: a script that imports must not read a partial import as done.
+    return 1 if summary["refused"] else 0
 
 
 async def _import_parsed(user_id: str, parsed: Any, settings: Settings) -> dict[str, Any]:

@@ -78,6 +78,14 @@ def test_export_import_and_delete_from_the_command_line(api: RunningServer, tmp_
     assert json.loads(again.stdout.splitlines()[-1])["skipped"] == records
     assert "importing [" not in again.stderr  # no bar when stderr is no terminal
 
+    # Into a third account while the first holds every memory id: those lines are refused, and the exit says so.
+    third = _run(env, "users", "create", "cy@example.test").stdout.strip()
+    taken = _run(env, "import", str(source), "--user", third)
+    assert taken.returncode == 1, taken.stderr
+    summary = json.loads(taken.stdout.splitlines()[-1])
+    assert summary["refused"] >= sum(1 for r in exported[1:] if r["type"] == "memory") > 0
+    assert any("another account" in r["reason"] for r in summary["reasons"])
+
     written = tmp_path / "out.jsonl"
     assert _run(env, "export", "--user", user, "--output", str(written)).returncode == 0
     assert comparable(_lines(written.read_text())) == comparable(exported)
