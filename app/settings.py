@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from app.setting_values import bounded, bounds_of, checked, structured
 
@@ -198,7 +198,8 @@ class Settings:
     # /device per 15 minutes, counted per user and per address (RFC 8628 section 5.1: codes must not be guessable).
     device_authorizations_per_hour: int = bounded(60, ge=1)
     device_code_failures_per_15_minutes: int = bounded(10, ge=1)
-    log_format: str = "json"
+    # auto: text on a terminal (a person running `engram serve`), JSON elsewhere (containers, pipes, log collectors).
+    log_format: Literal["auto", "json", "text"] = "auto"
     # Set: GET /metrics requires `Authorization: Bearer <metrics_token>`.
     metrics_token: str | None = None
 

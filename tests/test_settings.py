@@ -51,6 +51,10 @@ def test_a_bad_value_names_the_variable(in_empty_folder: Path, monkeypatch: pyte
     monkeypatch.setenv("ENGRAM_PORT", "eighty")
     with pytest.raises(ValueError, match="port"):
         Settings()
+    monkeypatch.delenv("ENGRAM_PORT")
+    monkeypatch.setenv("ENGRAM_LOG_FORMAT", "yaml")  # refused at start, not a traceback once logging is set up
+    with pytest.raises(ValueError, match=r"log_format.*'auto' or 'json' or 'text'"):
+        Settings()
 
 
 def test_a_default_is_validated_like_a_given_value(in_empty_folder: Path) -> None:

@@ -1,4 +1,7 @@
-"""Process-wide logging: one line per record on stderr, JSON (default) or text, with the request id, scrubbed."""
+"""Process-wide logging: one line per record on stderr, JSON or text, with the request id, scrubbed.
+
+``auto`` (the default) is text on a terminal, for a person running the server, and JSON anywhere else (a container, a
+service manager, a pipe), where a log collector reads it."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from typing import Any, TextIO
 from app.observability.redaction import RedactionFilter
 from app.observability.request_id import current_request_id
 
-FORMATS = ("json", "text")
+FORMATS = ("auto", "json", "text")
 _TRACE = 5  # uvicorn's level below debug
 
 # Attributes every LogRecord has; anything else on a record came in through ``extra=`` and is a field of the line.
@@ -68,14 +71,24 @@ def build_handler(log_format: str, stream: TextIO | None = None) -> logging.Hand
     """A stderr handler with the request id and redaction filters and the chosen formatter."""
     if log_format not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}, not {log_format!r}")
-    handler = logging.StreamHandler(stream or sys.stderr)
+    out = stream or sys.stderr
+    if log_format == "auto":
+        log_format = "text" if _is_terminal(out) else "json"
+    handler = logging.StreamHandler(out)
     handler.addFilter(RequestIdFilter())
     handler.addFilter(RedactionFilter())
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     return handler
 
 
-def configure_logging(log_format: str = "json", level: str = "info", stream: TextIO | None = None) -> None:
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream: not a person's terminal
+        return False
+
+
+def configure_logging(log_format: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
     """Route every logger (uvicorn's included) through one handler on the root logger."""
     handler = build_handler(log_format, stream)
     root = logging.getLogger()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
+import select
 import signal
 import string
 import subprocess
@@ -131,3 +133,42 @@ def test_logs_are_json_with_request_ids_and_never_a_secret(engram_process: Proce
     for secret in (key, wrong_key, PASSWORD, server.env["ENGRAM_SECRET_KEY"]):
         assert secret not in output
     assert not re.search(r"egk_[A-Za-z0-9]{8}", output)
+
+
+def test_on_a_terminal_the_default_log_is_text_for_people(tmp_path: Path) -> None:
+    """Without ENGRAM_LOG_FORMAT, a person running `engram serve` in a terminal reads text lines, not JSON (the
+    fixture above shows the JSON every other place gets)."""
+    import pty
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update(
+        ENGRAM_DATA_DIR=str(tmp_path / "data"),
+        ENGRAM_PORT=str(port),
+        ENGRAM_SECRET_KEY="test-" + uuid.uuid4().hex,
+        MEM0_TELEMETRY="False",
+    )
+    _engram(env, "migrate")
+    controller, terminal = pty.openpty()
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve"], env=env, stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal
+    )
+    os.close(terminal)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 300  # a start takes seconds; only a hang reaches this
+        while b"GET /healthz 200" not in seen:
+            assert popen.poll() is None and time.monotonic() < deadline, seen.decode(errors="replace")
+            with contextlib.suppress(httpx.TransportError):
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+            ready, _, _ = select.select([controller], [], [], 0.5)
+            if ready:
+                with contextlib.suppress(OSError):  # EIO once the process is gone
+                    seen += os.read(controller, 65536)
+    finally:
+        popen.send_signal(signal.SIGINT)
+        popen.wait(timeout=60)
+        os.close(controller)
+    lines = [line for line in seen.decode(errors="replace").splitlines() if line.strip()]
+    assert lines and not [line for line in lines if line.lstrip().startswith("{")], lines
+    assert any("engram.access" in line and "GET /healthz 200" in line for line in lines), lines
