@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 from markupsafe import Markup
 
 # Links the pages may carry; anything else (javascript:, data:, vbscript:, file:, ...) stays text.
@@ -23,17 +24,28 @@ class _SafeMarkdown(MarkdownIt):
 
 
 def _parser() -> MarkdownIt:
-    # CommonMark with raw HTML off: every "<" the user wrote comes out escaped. Images are left out: the page loads
-    # nothing from elsewhere (the CSP would block it anyway), so an image shows as its alt text.
+    # CommonMark with raw HTML off: every "<" the user wrote comes out escaped. Images are not loaded (the page loads
+    # nothing from elsewhere, and the CSP would block it anyway): each becomes a link to the picture, "image: <alt>".
     md = _SafeMarkdown("commonmark", {"html": False})
-    md.disable("image")
     md.add_render_rule("link_open", _link_open)
+    md.add_render_rule("image", _image_as_link)
     return md
 
 
+_REL = "nofollow noopener noreferrer"
+
+
 def _link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
+    tokens[idx].attrSet("rel", _REL)
     return str(self.renderToken(tokens, idx, options, env))
+
+
+def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    # The parser kept only images whose address passed validateLink, as for links.
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    label = escapeHtml(f"image: {alt}" if alt else "image")
+    return f'<a href="{escapeHtml(str(token.attrGet("src") or ""))}" rel="{_REL}">{label}</a>'
 
 
 _MD = _parser()

@@ -47,8 +47,10 @@ def test_the_memory_page_renders_safe_markdown_and_every_fact(browser: Callable[
     assert "<h1>Title</h1>" in body and "<strong>bold</strong>" in body
     # Nothing the user wrote becomes markup: tags stay text, and only the https link is a link.
     assert re.findall(r"<(script|img|iframe|a href=\"javascript|b>)", body) == []
-    # An image is left out (the page loads nothing from elsewhere): it shows as a link to the picture instead.
+    # An image is not loaded (the page loads nothing from elsewhere): it shows as a link to the picture instead,
+    # named as an image, with no "!" left over from its markdown.
     assert re.findall(r'href="([^"]*)"', body) == ["https://example.test/a?b=1&amp;c=2", "https://example.test/p.png"]
+    assert ">image: pic</a>" in body and "!<a" not in body
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "&lt;iframe src=//evil&gt;" in body
     facts = html_lib.unescape(re.sub(r"<[^>]+>", " ", page.text.split('id="facts"')[1].split("</section>")[0]))
     for fact in ("agent", "claude", "web", "#ops", "ticket", '"T-1"', "Created", "Updated", "public"):
