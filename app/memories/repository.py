@@ -65,7 +65,7 @@ async def page(
 async def previous_contents(
     session: AsyncSession, records: Sequence[StoredMemory], *, within: timedelta
 ) -> dict[str, str]:
-    """``previous_content`` for many records at once (by record id; those without a neighbour are left out).
+    """``previous_content_query`` for many records at once (by record id; those without a neighbour are left out).
 
     A few queries per place instead of one per record: the ids and times of the live memories around the records
     (the one before the earliest, and those between the earliest and the latest), from which each record's
@@ -180,19 +180,11 @@ async def by_ids(session: AsyncSession, ids: Sequence[str]) -> Sequence[MemoryRe
     return (await session.execute(query)).scalars().all()
 
 
-async def previous_content(
-    session: AsyncSession, user_id: str, visibility: str, before: datetime, *, within: timedelta
-) -> str | None:
-    """The content of the live memory written last before ``before`` in one place (tenant and visibility), if it was
-    written no more than ``within`` earlier: the neighbour a memory is indexed with."""
-    return (
-        await session.execute(previous_content_query(user_id, visibility, before, within=within))
-    ).scalar_one_or_none()
-
-
 def previous_content_query(user_id: str, visibility: str, before: datetime, *, within: timedelta) -> Select[Any]:
-    """``previous_content``'s one-row read, for ``Database.first`` (an add reads it outside any transaction): the
-    index on (user_id, visibility, deleted_at, created_at) serves it, with a sort only among equal times."""
+    """The content of the live memory written last before ``before`` in one place (tenant and visibility), if it was
+    written no more than ``within`` earlier: the neighbour a memory is indexed with. One row, for ``Database.first``
+    (an add reads it outside any transaction): the index on (user_id, visibility, deleted_at, created_at) serves it,
+    with a sort only among equal times."""
     return (
         select(MemoryRecord.content)
         .where(

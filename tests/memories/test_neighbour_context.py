@@ -47,7 +47,8 @@ async def test_batched_neighbours_match_one_lookup_per_record(tmp_path: Path, em
             batched = await repository.previous_contents(session, records, within=WINDOW)
             one_by_one = {}
             for r in records:
-                found = await repository.previous_content(session, r.user_id, r.visibility, r.created_at, within=WINDOW)
+                one = repository.previous_content_query(r.user_id, r.visibility, r.created_at, within=WINDOW)
+                found = (await session.execute(one)).scalar_one_or_none()
                 if found is not None:
                     one_by_one[r.id] = found
             # A synced batch is part of what is stored: neighbours before its earliest record and between its
