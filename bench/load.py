@@ -404,7 +404,7 @@ def report(step: Step, tenant: str | None = None, label: str | None = None) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clients", default="1,50,200", help="client counts, one step each (default 1,50,200)")
+    parser.add_argument("--clients", default="1,50,200", help="client counts, one step each (default 1,50,200; \"\" for none)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds per step (default 60)")
     parser.add_argument("--tenants", type=int, default=10, help="tenants (default 10)")
     parser.add_argument("--memories", type=int, default=200, help="memories per tenant at the start (default 200)")
@@ -427,7 +427,7 @@ def main() -> None:
             results["floor_texts_s"] = texts_s
             print(f"floor: the embedder alone, batched, in its own process: {texts_s:.1f} texts/s", flush=True)
         tenants = deployment.tenants
-        for count in (int(c) for c in args.clients.split(",")):
+        for count in (int(c) for c in args.clients.split(",") if c.strip()):  # --clients "": the neighbour only
             plan = [tenants[i % len(tenants)] for i in range(count)]
             step = measure(deployment, f"{count} clients", plan, args.duration)
             results[step.name] = report(step)

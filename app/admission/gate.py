@@ -8,7 +8,7 @@ requests at once makes its own queue long, not anyone else's.
 Refusals are quick and honest:
 - 429 ``over_fair_share`` at arrival, for a tenant already holding more than its share of the server (the limit
   plus room to queue, split by weight between the tenants with requests in), while other tenants are waiting too.
-  A tenant with ``min_share`` or fewer requests outstanding is never over its share.
+  A tenant with ``min_share`` or fewer requests outstanding is never over its share, for this or for CoDel.
 - 503 ``overloaded`` for a request that waited its whole budget without a slot. The budget is CoDel's, kept for each
   tenant's queue as FQ-CoDel keeps it for each flow: while a tenant's queue drains (one of its waiters in the last
   ``interval`` started within ``target``) its requests may wait ``queue_timeout``; once its waits stand above
@@ -140,8 +140,10 @@ class Admission:
                 headers=retry_after_header(1),
             )
         # CoDel's short budget is for a queue of the tenant's own making: one holding less than its part of the slots
-        # waits because others hold them, and keeps the full budget.
-        short = state.overloaded and self._over_service_share(state)
+        # waits because others hold them, and keeps the full budget; so does one with min_share or fewer requests
+        # outstanding, which is never over its share (as for 429): a few clients' standing queue beside a flood is
+        # the flood's doing, and round robin serves them within the full budget.
+        short = state.overloaded and self._over_service_share(state) and state.outstanding >= self.config.min_share
         budget = self.config.overloaded_wait if short else self.config.queue_timeout
         state.outstanding += 1
         self._enqueue(state, ticket)

@@ -140,7 +140,7 @@ async def test_a_lone_tenant_is_never_over_its_share_it_waits_or_hears_503() -> 
 
 
 async def test_once_waits_stand_above_target_new_arrivals_wait_only_the_short_budget() -> None:
-    gate = Admission(fixed(1, target=0.001, interval=0.0, queue_timeout=HANG, overloaded_wait=0.01))
+    gate = Admission(fixed(1, target=0.001, interval=0.0, queue_timeout=HANG, overloaded_wait=0.01, min_share=1))
     running = await gate.enter("alice", "add")
     queued = [asyncio.ensure_future(gate.enter("alice", "add")) for _ in range(3)]
     await asyncio.sleep(0.01)  # every waiter is now past the target
@@ -155,6 +155,27 @@ async def test_once_waits_stand_above_target_new_arrivals_wait_only_the_short_bu
     gate.leave(second)
     gate.leave(await asyncio.wait_for(queued[2], HANG))
     assert not gate.overloaded  # the queue drained
+
+
+async def test_a_tenant_with_min_share_or_fewer_requests_keeps_the_full_budget_though_its_queue_stands() -> None:
+    """A few clients beside a flood are never over their share: not for 429, not for CoDel's short budget."""
+    gate = Admission(fixed(1, target=0.001, interval=0.0, queue_timeout=HANG, overloaded_wait=0.01, min_share=4))
+    running = await gate.enter("alice", "add")
+    queued = [asyncio.ensure_future(gate.enter("alice", "add")) for _ in range(3)]
+    await asyncio.sleep(0.01)  # every waiter is now past the target
+    gate.leave(running)
+    first = await asyncio.wait_for(queued[0], HANG)
+    gate.leave(first)
+    second = await asyncio.wait_for(queued[1], HANG)
+    assert gate.overloaded  # alice's waits stood above target, and one of hers still waits
+    # Two outstanding, the arrival's third: within min_share, so it may wait the full budget.
+    arrival = asyncio.ensure_future(gate.enter("alice", "add"))
+    await asyncio.sleep(0.1)  # ten short budgets
+    assert not arrival.done()
+    gate.leave(second)
+    for waiting in (queued[2], arrival):
+        gate.leave(await asyncio.wait_for(waiting, HANG))
+    assert gate.in_flight == 0 and gate.queued == 0
 
 
 async def test_a_standing_queue_keeps_the_full_budget_while_its_tenant_holds_less_than_its_part_of_the_slots() -> None:
@@ -180,7 +201,7 @@ async def test_a_standing_queue_keeps_the_full_budget_while_its_tenant_holds_les
 
 async def test_a_tenant_beside_another_tenants_standing_queue_keeps_the_full_budget() -> None:
     """CoDel per tenant, as FQ-CoDel keeps it per flow: the flood's standing queue shortens the flood's waits only."""
-    gate = Admission(fixed(1, target=0.001, interval=0.0, queue_timeout=HANG, overloaded_wait=0.01, min_share=100))
+    gate = Admission(fixed(1, target=0.001, interval=0.0, queue_timeout=HANG, overloaded_wait=0.01, min_share=2))
     running = await gate.enter("flood", "add")
     queued = [asyncio.ensure_future(gate.enter("flood", "add")) for _ in range(3)]
     await asyncio.sleep(0.01)  # every waiter of the flood is now past the target
