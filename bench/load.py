@@ -404,7 +404,9 @@ def report(step: Step, tenant: str | None = None, label: str | None = None) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clients", default="1,50,200", help="client counts, one step each (default 1,50,200; \"\" for none)")
+    parser.add_argument(
+        "--clients", default="1,50,200", help="client counts, one step each (default 1,50,200; '' for none)"
+    )
     parser.add_argument("--duration", type=float, default=60.0, help="seconds per step (default 60)")
     parser.add_argument("--tenants", type=int, default=10, help="tenants (default 10)")
     parser.add_argument("--memories", type=int, default=200, help="memories per tenant at the start (default 200)")
