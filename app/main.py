@@ -98,6 +98,7 @@ async def build_container(
             llm_api_key=settings.llm_api_key,
             llm_model=settings.llm_model,
             query_cache_size=settings.query_cache_size,
+            index_process=settings.index_process,
         )
     )
     db = Database(

@@ -120,6 +120,9 @@ class Settings:
     # Only for tests and small installs: qdrant-client's local mode at this path instead of a server.
     qdrant_local_path: Path | None = None
     qdrant_collection: str = "engram_memories"
+    # The embedded index (qdrant-edge) in a process of its own: its queries hold the GIL, and there they hold the
+    # child's, not the server's (app.memories.vector_stores.edge_process). Off: in the server's process.
+    index_process: bool = True
     # Unset: coordination runs in-process (single instance only).
     redis_url: str | None = None
     # A coordination call gives up after this, retries included; rate limits (on every request) after the second.

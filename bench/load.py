@@ -225,6 +225,14 @@ def _cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [int(child) for child in listed]
+
+
 def _free_port() -> int:
     import socket
 
@@ -240,7 +248,8 @@ class Deployment:
     tenants: list[Tenant]
 
     def cpu(self) -> float:
-        return sum(_cpu_seconds(pid) for pid in self.pids)
+        """The servers' CPU, with that of their running children (the embedded index's own process)."""
+        return sum(_cpu_seconds(p) for server in self.pids for p in (server, *_children(server)))
 
 
 async def _create_tenants(database_url: str, count: int) -> list[Tenant]:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from mem0 import Memory
 
     from app.memories.vector_stores import EdgeVectorStore, ServerQdrantStore
+    from app.memories.vector_stores.edge_process import EdgeIndexProcess
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -64,7 +65,7 @@ class MemoryEngine:
     def __init__(
         self,
         memory: Memory,
-        store: EdgeVectorStore | ServerQdrantStore,
+        store: EdgeVectorStore | EdgeIndexProcess | ServerQdrantStore,
         backend: str,
         infer: bool,
         model_id: str = "",
@@ -94,8 +95,10 @@ class MemoryEngine:
         llm_api_key: str | None = None,
         llm_model: str = "gpt-4o-mini",
         query_cache_size: int = 0,
+        index_process: bool = False,
     ) -> MemoryEngine:
-        """qdrant_url -> a Qdrant server; qdrant_local_path -> qdrant-client's local mode; else qdrant-edge."""
+        """qdrant_url -> a Qdrant server; qdrant_local_path -> qdrant-client's local mode; else qdrant-edge (in a
+        process of its own with ``index_process``)."""
         from app.memories.vector_stores import IndexLocked, StoreError
 
         queries = QueryVectors(query_cache_size)
@@ -111,6 +114,7 @@ class MemoryEngine:
                 llm_api_key=llm_api_key,
                 llm_model=llm_model,
                 query_vectors=queries,
+                index_process=index_process,
             )
         except IndexLocked as exc:
             raise IndexInUse(str(exc)) from exc

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 _EMBEDDER_PROVIDER = "engram_embedder"
 _EDGE_PROVIDER = "engram_qdrant_edge"
+_EDGE_PROCESS_PROVIDER = "engram_qdrant_edge_process"
 _QDRANT_PROVIDER = "engram_qdrant"
 _NO_LLM_PROVIDER = "engram_no_llm"
 LLM_TIMEOUT_SECONDS = 60.0
@@ -46,10 +47,12 @@ def open_memory(
     llm_api_key: str | None,
     llm_model: str,
     query_vectors: QueryVectors | None = None,
+    index_process: bool = False,
 ) -> tuple[Memory, str]:
     """mem0's ``Memory`` over our embedder and the store the arguments choose, and that store's backend name.
 
-    qdrant_url -> a Qdrant server; qdrant_local_path -> qdrant-client's local mode; else qdrant-edge.
+    qdrant_url -> a Qdrant server; qdrant_local_path -> qdrant-client's local mode; else qdrant-edge, in a process of
+    its own with ``index_process`` (``edge_process``).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     # mem0 writes a config.json under MEM0_DIR when first imported; keep it in our data dir, not ~/.mem0.
@@ -70,7 +73,7 @@ def open_memory(
         backend, provider = "qdrant-local", _QDRANT_PROVIDER
         store_config = ServerQdrantConfig(collection_name=collection, path=str(qdrant_local_path))
     else:
-        backend, provider = "qdrant-edge", _EDGE_PROVIDER
+        backend, provider = "qdrant-edge", _EDGE_PROCESS_PROVIDER if index_process else _EDGE_PROVIDER
         store_config = EdgeStoreConfig(collection_name=collection, path=str(data_dir / "qdrant-edge"))
     store_config.embedding_model_dims = embedder.dims
 
@@ -165,6 +168,9 @@ def _register_providers() -> None:
 
     EmbedderFactory.provider_to_class[_EMBEDDER_PROVIDER] = f"{__name__}._Mem0Embedder"
     VectorStoreFactory.provider_to_class[_EDGE_PROVIDER] = "app.memories.vector_stores.EdgeVectorStore"
+    VectorStoreFactory.provider_to_class[_EDGE_PROCESS_PROVIDER] = (
+        "app.memories.vector_stores.edge_process.EdgeIndexProcess"
+    )
     VectorStoreFactory.provider_to_class[_QDRANT_PROVIDER] = "app.memories.vector_stores.ServerQdrantStore"
     LlmFactory.register_provider(_NO_LLM_PROVIDER, f"{__name__}._NoLlm", BaseLlmConfig)
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import qdrant_edge as qe
-from qdrant_client import models
 
 from app.memories.vector_stores.base import TENANT_FIELD
+
+if TYPE_CHECKING:
+    from qdrant_client import models
 
 Scalar = str | int | float | bool
 
@@ -131,6 +133,8 @@ def to_edge_filter(conditions: Sequence[Condition]) -> qe.Filter | None:
 
 def to_client_filter(conditions: Sequence[Condition]) -> models.Filter | None:
     """Render for qdrant-client, condition for condition the same as ``to_edge_filter``."""
+    # Imported here: the embedded index's own process (edge_process) uses this module without qdrant-client.
+    from qdrant_client import models
 
     def one(key: str, value: Scalar) -> models.FieldCondition:
         if isinstance(value, float):
