@@ -138,12 +138,21 @@ async def bounded_waits() -> AsyncIterator[None]:
     """A full pool or a database lock held past the busy timeout is the server at capacity: 503, never a 500."""
     try:
         yield
-    except PoolTimeout as exc:
-        raise Overloaded("the database has no free connection; retry after 1 s", headers={"Retry-After": "1"}) from exc
-    except OperationalError as exc:
-        if "database is locked" not in str(exc.orig):
+    except (PoolTimeout, OperationalError) as exc:
+        refusal = busy_database(exc)
+        if refusal is None:
             raise
-        raise Overloaded("the database is busy; retry after 1 s", headers={"Retry-After": "1"}) from exc
+        raise refusal from exc
+
+
+def busy_database(exc: BaseException) -> Overloaded | None:
+    """The 503 for a wait on the database that ran out (a full pool, SQLite's lock held past the busy timeout); None
+    for any other failure. ``bounded_waits`` applies it; the error handlers too, for a wait that escaped one."""
+    if isinstance(exc, PoolTimeout):
+        return Overloaded("the database has no free connection; retry after 1 s", headers={"Retry-After": "1"})
+    if isinstance(exc, OperationalError) and "database is locked" in str(exc.orig):
+        return Overloaded("the database is busy; retry after 1 s", headers={"Retry-After": "1"})
+    return None
 
 
 # SQLite's busy timeout when the caller gives none (the CLI, scripts): as patient as the driver's default.
@@ -244,6 +253,15 @@ class Database:
                 return await work(session)
         async with refusing_bad_values(), bounded_waits():
             return await self._group.write(work)
+
+    async def write_statement(self, statement: Executable) -> None:
+        """One Core write statement, committed when this returns: on SQLite in the next group commit (its turn, not a
+        wait for the lock), elsewhere in a transaction of its own on a pooled connection; 503 when the wait runs out."""
+        if self._group is not None:
+            await self.write(lambda session: session.execute(statement))
+            return
+        async with refusing_bad_values(), bounded_waits(), self.engine.begin() as conn:
+            await conn.execute(statement)
 
     async def _after_commit(self, info: dict[str, Any]) -> None:
         for hook in self.after_commit:

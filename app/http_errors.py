@@ -9,6 +9,7 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from app.db import busy_database
 from app.errors import AppError
 from app.validation_words import readable
 
@@ -82,6 +83,10 @@ def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
 
 
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    if (busy := busy_database(exc)) is not None:
+        # A database wait outside ``bounded_waits`` is still the server at capacity, not a fault.
+        log.warning("database wait ran out on %s %s: %s", request.method, request.url.path, exc)
+        return app_error(request, busy)
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     body = {"error": {"code": "internal_error", "message": "internal error; it has been logged"}}
     return _response(HTTP_500_INTERNAL_SERVER_ERROR, body)

@@ -135,3 +135,34 @@ def test_transact_rolls_everything_back_when_its_work_raises(any_database_url: s
             await db.dispose()
 
     assert asyncio.run(run()) == []
+
+
+def test_a_database_wait_that_ran_out_is_told_as_503_and_nothing_else_is(tmp_path: object) -> None:
+    """``busy_database``: SQLite's lock held past the busy timeout is the server at capacity (the error handlers
+    answer 503 with it even where no ``bounded_waits`` was around the statement); other failures stay what they are."""
+    import sqlite3
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import OperationalError
+
+    from app.db import busy_database
+    from app.errors import Overloaded
+
+    path = f"{tmp_path}/locked.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x INTEGER)")
+    holder.execute("BEGIN IMMEDIATE")
+    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 0.05})
+    try:
+        with pytest.raises(OperationalError) as locked, engine.begin() as conn:
+            conn.execute(text("INSERT INTO t VALUES (1)"))
+        with pytest.raises(OperationalError) as missing, engine.begin() as conn:
+            conn.execute(text("SELECT * FROM no_such_table"))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        engine.dispose()
+    refusal = busy_database(locked.value)
+    assert isinstance(refusal, Overloaded) and refusal.headers == {"Retry-After": "1"}
+    assert busy_database(missing.value) is None
+    assert busy_database(ValueError("database is locked")) is None

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import bindparam, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy import Update, bindparam, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.models import ApiKey, User
 from app.db import Database
@@ -68,10 +68,6 @@ async def key_is_active(db: Database, key_id: str) -> bool:
     return await db.first(_KEY_ACTIVE, {"key_id": key_id}) is not None
 
 
-async def touch_key_on(conn: AsyncConnection, key_id: str, when: datetime) -> None:
-    await conn.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=when))
-
-
 async def keys_of(session: AsyncSession, user_id: str) -> Sequence[ApiKey]:
     query = select(ApiKey).where(ApiKey.user_id == user_id).order_by(ApiKey.created_at, ApiKey.id)
     return (await session.execute(query)).scalars().all()
@@ -85,5 +81,5 @@ async def key_of(session: AsyncSession, user_id: str | None, key_id: str) -> Api
     return (await session.execute(query)).scalar_one_or_none()
 
 
-async def touch_key(session: AsyncSession, key_id: str, when: datetime) -> None:
-    await session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=when))
+def touch_key_statement(key_id: str, when: datetime) -> Update:
+    return update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=when)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar, get_type_hints
 import mcp.types as types
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from app.db import busy_database
 from app.errors import AppError, RateLimited
 from app.mcp.caller import Caller
 from app.mcp.errors import protocol_error
@@ -82,7 +83,10 @@ class Tool:
             raise protocol_error(exc) from exc
         except AppError as exc:
             return tool_error(exc.message, exc.code), "error" if exc.status_code >= 500 else "tool_error"
-        except Exception:
+        except Exception as exc:
+            if (busy := busy_database(exc)) is not None:  # a database wait outside bounded_waits: at capacity
+                log.warning("tool %s: database wait ran out: %s", self.name, exc)
+                return tool_error(busy.message, busy.code), "error"
             log.exception("tool %s failed", self.name)
             return tool_error("internal error; it has been logged", "internal_error"), "error"
         structured = result.model_dump(mode="json")

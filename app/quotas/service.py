@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.models import User
 from app.accounts.principal import Principal
-from app.db import Database
+from app.db import Database, bounded_waits
 from app.errors import QuotaExceeded, RateLimited
 from app.memories.models import MemoryRecord
 from app.quotas.limiter import RateLimiter, retry_after_header
@@ -84,7 +84,7 @@ class Quotas:
         seen = self._counts.get(user_id)
         if seen is not None and seen + adding <= plan.max_memories:
             return
-        async with self.db.engine.connect() as conn:
+        async with bounded_waits(), self.db.engine.connect() as conn:
             stored = (await conn.execute(_stored(user_id))).scalar_one()
         self._remember(user_id, stored)
         _refuse_beyond(plan, stored, adding)

@@ -184,10 +184,11 @@ def test_sync_pushes_take_a_slot_and_long_polls_do_not(one_at_a_time: RunningSer
 
 @pytest.fixture
 def impatient_database(tmp_path: Any, embedder: object) -> Iterator[RunningServer]:
-    """A server that waits at most 0.2 s for SQLite's write lock."""
+    """A server that waits at most 0.2 s for SQLite's write lock, and checks every key in the database each time."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'engram.db'}"
     upgrade_to_head(url)
-    with serve(_settings(tmp_path, url, database_busy_timeout_seconds=0.2), embedder=embedder) as server:  # type: ignore[arg-type]
+    settings = _settings(tmp_path, url, database_busy_timeout_seconds=0.2, verified_key_seconds=0)
+    with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
         yield server
 
 
@@ -218,3 +219,37 @@ def test_a_write_that_cannot_get_the_database_lock_in_time_hears_503_and_stores_
         assert _stored(server, alice.user_id) == 1, "the refused add left nothing behind"
         assert http.get(f"/v1/memories/{kept['id']}").json()["content"] == "written before the lock was taken"
         assert http.post("/v1/memories", json={"content": "written once the lock is free"}).status_code == 201
+
+
+def test_a_key_first_used_while_the_database_is_locked_still_reads_and_its_use_is_recorded_later(
+    impatient_database: RunningServer, tmp_path: Any
+) -> None:
+    """When a key was last used is for its owner's eyes: a database too busy to record it never fails the request
+    (it did, as a 500, under 200 clients: the write starved on SQLite's lock, outside the group commit)."""
+    server = impatient_database
+    alice = make_account(server)
+    holder = sqlite3.connect(tmp_path / "engram.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with server.client(alice.key) as http:
+            listed = http.get("/v1/memories")  # the key's first use: its time cannot be written now
+        assert listed.status_code == 200, listed.text
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert _last_used(server, alice.key_id) is None  # nothing recorded while locked, and nothing broken
+    with server.client(alice.key) as http:
+        assert http.get("/v1/memories").status_code == 200
+    assert _last_used(server, alice.key_id) is not None
+
+
+def _last_used(server: RunningServer, key_id: str) -> object:
+    from sqlalchemy import select
+
+    from app.accounts.models import ApiKey
+
+    async def read() -> object:
+        async with server.container.db.session() as session:
+            return (await session.execute(select(ApiKey.last_used_at).where(ApiKey.id == key_id))).scalar_one()
+
+    return server.run(read())
