@@ -226,11 +226,15 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-    return [int(child) for child in listed]
+    """The running children of ``pid``: each thread lists those it started (the index's process is started from a
+    worker thread), and a thread that exits hands its children to another."""
+    found: set[int] = set()
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found.update(int(child) for child in listing.read_text().split())
+        except OSError:
+            continue
+    return sorted(found)
 
 
 def _free_port() -> int:
