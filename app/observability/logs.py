@@ -88,8 +88,19 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
+# What ``configure_logging`` last set up in this process: the processes it starts (the embedded index's) log the same.
+_configured: tuple[str, str] | None = None
+
+
+def configured() -> tuple[str, str] | None:
+    """The format and level this process logs with, once ``configure_logging`` ran (None before)."""
+    return _configured
+
+
 def configure_logging(log_format: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
     """Route every logger (uvicorn's included) through one handler on the root logger."""
+    global _configured
+    _configured = (log_format, level)
     handler = build_handler(log_format, stream)
     root = logging.getLogger()
     for existing in list(root.handlers):

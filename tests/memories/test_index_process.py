@@ -195,3 +195,38 @@ def test_a_server_whose_index_process_dies_goes_on_answering_with_every_memory(
             assert {r["id"] for r in found.json()["results"]} == {r.json()["id"] for r in written}
             assert http.get("/readyz").status_code == 200
             assert store.pid != first
+
+
+def test_the_index_process_logs_in_its_servers_format(tmp_path: Path) -> None:
+    """It writes to the server's stderr, where a collector reads JSON lines: its warnings are JSON lines too (here,
+    that an index from before hybrid search is emptied to be rebuilt)."""
+    import json
+    import subprocess
+    import sys
+
+    import qdrant_edge as qe
+
+    shard_path = tmp_path / "engram_memories"
+    shard_path.mkdir()
+    config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=384, distance=qe.Distance.Cosine))
+    qe.EdgeShard.create(str(shard_path), config).close()
+    owner_code = (
+        "import sys\n"
+        "from app.observability.logs import configure_logging\n"
+        "from app.memories.vector_stores.edge_process import EdgeIndexProcess\n"
+        "configure_logging('json', 'info')\n"
+        "store = EdgeIndexProcess(path=sys.argv[1])\n"
+        "assert store.rebuilt\n"
+        "store.close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", owner_code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
+    assert any("predates hybrid search" in line["message"] for line in lines), done.stderr

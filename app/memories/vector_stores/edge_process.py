@@ -117,11 +117,15 @@ class EdgeIndexProcess:
         self.collection_name = collection_name
         self.embedding_model_dims = embedding_model_dims
         self.flush_interval = flush_interval
+        from app.observability.logs import configured
+
         self._config = {
             "collection_name": collection_name,
             "embedding_model_dims": embedding_model_dims,
             "path": path,
             "flush_interval": flush_interval,
+            # The child writes to the server's stderr: in the server's format (a collector reads JSON lines there).
+            "logging": configured(),
         }
         self._closed = False
         self._revive_lock = threading.Lock()
@@ -322,6 +326,13 @@ def _serve(store: Any, connection: Connection, done: threading.Event) -> None:
 
 
 def _child(config: dict[str, Any]) -> int:
+    from app.observability.logs import configure_logging
+
+    logging_as = config.pop("logging", None)
+    if logging_as is not None:
+        configure_logging(*logging_as)
+    else:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s [index process] %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -344,5 +355,4 @@ def _child(config: dict[str, Any]) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("MEM0_TELEMETRY", "False")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s [index process] %(message)s")
     sys.exit(_child(json.loads(sys.argv[1])))
