@@ -26,13 +26,16 @@ pytestmark = pytest.mark.anyio
 Opener = Callable[[], MemoryEngine]
 
 
-@pytest.fixture(params=["edge", "local"])
+@pytest.fixture(params=["edge", "edge-process", "local"])
 def open_engine(request: pytest.FixtureRequest, tmp_path: Path, embedder: OnnxMiniLMEmbedder) -> Iterator[Opener]:
-    """Opens (and reopens) an engine on the same data; closes whatever it opened."""
+    """Opens (and reopens) an engine on the same data; closes whatever it opened. ``edge-process``: the embedded
+    index in a process of its own, as ``engram serve`` runs it."""
     opened: list[MemoryEngine] = []
 
     def opener() -> MemoryEngine:
         extra: dict[str, Any] = {"qdrant_local_path": tmp_path / "qdrant-local"} if request.param == "local" else {}
+        if request.param == "edge-process":
+            extra["index_process"] = True
         engine = MemoryEngine.open(data_dir=tmp_path / "data", embedder=embedder, **extra)
         opened.append(engine)
         return engine
@@ -509,7 +512,7 @@ def _legacy_index(kind: str, tmp_path: Path, embedder: OnnxMiniLMEmbedder, text:
     with an unused "bm25" slot (qdrant-client). Returns the id of the one point it holds."""
     point_id = str(uuid.uuid4())
     payload = {"data": text, "user_id": "u_1", "visibility": "user", "scope": "user", "tags": [], "meta": {}}
-    if kind == "edge":
+    if kind.startswith("edge"):
         import qdrant_edge as qe
 
         shard_path = tmp_path / "data" / "qdrant-edge" / "engram_memories"
