@@ -230,3 +230,23 @@ def test_the_index_process_logs_in_its_servers_format(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
     assert any("predates hybrid search" in line["message"] for line in lines), done.stderr
+
+
+def test_a_result_that_cannot_cross_to_the_server_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    apart = EdgeIndexProcess(path=str(tmp_path), flush_interval=0)
+    try:
+        # No store method returns such a thing; the store's own lock object is the one thing at hand that won't pickle.
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(1)
+        try:
+            call = pool.submit(apart._call, "__getattribute__", "_gate")
+            with pytest.raises(StoreError, match="cannot cross"):
+                call.result(timeout=HANG)  # before: the child's thread died and this waited forever
+        finally:
+            pool.shutdown(wait=False)
+        assert apart.count() == 0  # the connection that carried it still works
+        for _ in range(3 * 8):  # and so do all the others, in turn
+            apart.ping()
+    finally:
+        apart.close()

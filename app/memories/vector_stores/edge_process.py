@@ -319,7 +319,10 @@ def _serve(store: Any, connection: Connection, done: threading.Event) -> None:
         except Exception as exc:
             reply = (False, _portable(exc))
         try:
-            connection.send(reply)
+            try:
+                connection.send(reply)  # pickled whole before a byte is written
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                connection.send((False, StoreError(f"the result of {method} cannot cross to the server: {exc}")))
         except (OSError, ValueError):
             done.set()
             return
