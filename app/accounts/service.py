@@ -18,9 +18,9 @@ from app.db import Database, utcnow
 from app.errors import Conflict, InvalidIdentity, NotFound, Overloaded, Unauthorized, ValidationFailed
 from app.identity import validate_name
 
-# Writing last_used_at on every request would turn every read into a write; a minute's precision is plenty.
 log = logging.getLogger(__name__)
 
+# Writing last_used_at on every request would turn every read into a write; a minute's precision is plenty.
 LAST_USED_PRECISION = timedelta(seconds=60)
 
 

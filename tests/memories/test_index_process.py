@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,6 +18,8 @@ from app.memories.vector_stores.edge_process import EdgeIndexProcess
 
 # Generous: only a hang should reach it.
 HANG = 60.0
+# Where the owner processes these tests start find the app.
+ROOT = Path(__file__).resolve().parents[2]
 
 WORDS = [
     "hiking",
@@ -140,9 +144,6 @@ def test_a_killed_index_process_is_replaced_on_the_same_shard_with_every_acknowl
 def test_the_index_process_ignores_ctrl_c_and_exits_when_its_owner_dies(tmp_path: Path) -> None:
     """Ctrl-C reaches the whole process group: the server, not the index, decides when to stop. A server killed
     outright leaves the child's connections closed, and the child frees the shard instead of keeping it locked."""
-    import subprocess
-    import sys
-
     owner_code = (
         "import sys, time\n"
         "from app.memories.vector_stores.edge_process import EdgeIndexProcess\n"
@@ -154,7 +155,7 @@ def test_the_index_process_ignores_ctrl_c_and_exits_when_its_owner_dies(tmp_path
         [sys.executable, "-c", owner_code, str(tmp_path)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=ROOT,
     )
     try:
         assert owner.stdout is not None
@@ -201,8 +202,6 @@ def test_the_index_process_logs_in_its_servers_format(tmp_path: Path) -> None:
     """It writes to the server's stderr, where a collector reads JSON lines: its warnings are JSON lines too (here,
     that an index from before hybrid search is emptied to be rebuilt)."""
     import json
-    import subprocess
-    import sys
 
     import qdrant_edge as qe
 
@@ -224,7 +223,7 @@ def test_the_index_process_logs_in_its_servers_format(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=HANG,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=ROOT,
         check=False,
     )
     assert done.returncode == 0, done.stderr

@@ -181,8 +181,8 @@ class EdgeVectorStore:
     make safe; writes are serialised behind one lock; close/reset wait for everything. The engine holds the GIL for
     the whole of every call, so a query is time in which no other Python thread of the process runs (0.85 ms of a
     query at 2,000 points of one tenant left a counting thread 0.54 of its pace): at 50 clients a quarter of the
-    server's GIL time went to these queries. Running the index in a child process, measured, moved that off the GIL
-    but gained nothing at the default admission limit (which settles at 2 requests in service): not done.
+    server's GIL time went to these queries. So ``engram serve`` runs this store in a child process of its own
+    (``edge_process``, ``ENGRAM_INDEX_PROCESS``), where those queries hold the child's GIL instead.
 
     Durability: an upsert is in the shard's write-ahead log when ``update`` returns, which survives the process being
     killed (SIGKILL) without a flush. ``flush()`` (about 10 ms: it syncs to disk) makes it survive the machine

@@ -71,12 +71,13 @@ class _Child:
                 theirs.close()
         self.connections = [Connection(ours.detach()) for ours, _ in pairs]
         self.free: queue.SimpleQueue[Connection] = queue.SimpleQueue()
+        self.rebuilt = False  # what the child said of its shard when it opened it
 
     def gone(self) -> _ChildGone:
         return _ChildGone(f"the vector index process is gone (exit code {self.process.poll()})")
 
     def end(self) -> int:
-        """Wait for a child whose connection broke to be gone (killing it if it lingers); its exit code."""
+        """Wait for the child to be gone (killing it if it lingers past STOP_SECONDS); its exit code."""
         try:
             return self.process.wait(timeout=STOP_SECONDS)
         except subprocess.TimeoutExpired:
@@ -95,11 +96,7 @@ class _Child:
     def stop(self) -> None:
         for connection in self.connections:
             connection.close()
-        try:
-            self.process.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self.end()
 
 
 class EdgeIndexProcess:
@@ -130,7 +127,7 @@ class EdgeIndexProcess:
         self._closed = False
         self._revive_lock = threading.Lock()
         self._child = self._start()
-        self.rebuilt = self._rebuilt
+        self.rebuilt = self._child.rebuilt
 
     @property
     def pid(self) -> int:
@@ -244,7 +241,7 @@ class EdgeIndexProcess:
         try:
             # The child's first word, on its first connection: the shard is open (and whether it was rebuilt), or
             # why not (IndexLocked: another process has it).
-            self._rebuilt = bool(child.receive(child.connections[0]))
+            child.rebuilt = bool(child.receive(child.connections[0]))
         except BaseException:
             child.stop()
             raise
