@@ -95,6 +95,82 @@ async def test_a_freed_slot_goes_first_to_the_waiting_tenant_with_the_fewest_in_
     assert gate.in_flight == 0 and gate.queued == 0
 
 
+async def test_a_tenant_refused_for_being_over_its_share_is_served_after_the_others() -> None:
+    """Even when it holds fewer slots: the flood's 429s keep it at its share, and fewest-in-service alone would then
+    split the server evenly between it and a few clients that a quiet server served back to back."""
+    clock = [0.0]
+    gate = Admission(fixed(2, min_share=3, over_share_memory=1.0), clock=lambda: clock[0])
+    flood = [await gate.enter("flood", "search") for _ in range(2)]
+    flood_waiting = [asyncio.ensure_future(gate.enter("flood", "search"))]
+    await _settle()
+    first = asyncio.ensure_future(gate.enter("quiet", "search"))
+    await _settle()
+    with pytest.raises(OverFairShare):  # 3 outstanding is its share of 2 slots and room to wait, split by two
+        await gate.enter("flood", "search")
+    gate.leave(flood.pop())
+    await _settle()
+    assert first.done()
+    second = asyncio.ensure_future(gate.enter("quiet", "search"))
+    await _settle()
+    gate.leave(flood.pop())  # the flood holds no slot now, the quiet tenant one: the quiet tenant's all the same
+    await _settle()
+    assert second.done() and not flood_waiting[0].done()
+    gate.leave(await first)
+    await _settle()
+    assert flood_waiting[0].done()  # nobody else waits: the flood's turn
+    gate.leave(await flood_waiting[0])
+    gate.leave(await second)
+    assert gate.in_flight == 0 and gate.queued == 0
+
+
+async def test_a_tenant_refused_for_being_over_its_share_is_served_in_turn_again_once_the_memory_passes() -> None:
+    clock = [0.0]
+    gate = Admission(fixed(2, min_share=3, over_share_memory=1.0), clock=lambda: clock[0])
+    flood = [await gate.enter("flood", "search") for _ in range(2)]
+    flood_waiting = [asyncio.ensure_future(gate.enter("flood", "search"))]
+    await _settle()
+    first = asyncio.ensure_future(gate.enter("quiet", "search"))
+    await _settle()
+    with pytest.raises(OverFairShare):
+        await gate.enter("flood", "search")
+    gate.leave(flood.pop())
+    await _settle()
+    second = asyncio.ensure_future(gate.enter("quiet", "search"))
+    await _settle()
+    clock[0] = 1.5  # past the memory: fewest in service decides, and the flood holds none
+    gate.leave(flood.pop())
+    await _settle()
+    assert flood_waiting[0].done() and not second.done()
+    gate.leave(await flood_waiting[0])
+    await _settle()
+    gate.leave(await first)
+    gate.leave(await second)
+    assert gate.in_flight == 0 and gate.queued == 0
+
+
+async def test_a_tenant_over_its_share_still_gets_one_freed_slot_in_over_share_turns() -> None:
+    """Served only after the others, a flood beside a few clients that keep a small server busy got nothing at all."""
+    gate = Admission(fixed(1, min_share=10, over_share_turns=4, over_share_memory=HANG))
+    running = await gate.enter("flood", "search")
+    order: list[str] = []
+
+    async def one(tenant: str) -> None:
+        ticket = await gate.enter(tenant, "search")
+        order.append(tenant)
+        await asyncio.sleep(0)
+        gate.leave(ticket)
+
+    tasks = [asyncio.ensure_future(one("flood")) for _ in range(9)]
+    await _settle()
+    tasks += [asyncio.ensure_future(one("quiet")) for _ in range(6)]
+    await _settle()
+    with pytest.raises(OverFairShare):
+        await gate.enter("flood", "search")
+    gate.leave(running)
+    await asyncio.wait_for(asyncio.gather(*tasks), HANG)
+    assert order[:8] == ["quiet", "quiet", "quiet", "flood", "quiet", "quiet", "quiet", "flood"]
+
+
 async def test_a_request_that_waits_its_whole_budget_hears_503_with_retry_after() -> None:
     metrics = Metrics()
     gate = Admission(fixed(1, queue_timeout=0.01), probe=metrics)
