@@ -10,6 +10,9 @@ requests at once makes its own queue long, not anyone else's. While a tenant ref
 Refusals are quick and honest:
 - 429 ``over_fair_share`` at arrival, for a tenant already holding more than its share of the server (the limit
   plus room to queue, split by weight between the tenants with requests in), while other tenants are waiting too.
+  Its Retry-After spreads the tenant's clients over the time its share serves them: refused over admitted in the
+  last second (1 s at least, ``max_retry_after`` at most), so a flood's 150 clients come back about as fast as it
+  is served instead of every second, each time costing a refusal's work that other tenants' requests wait behind.
   A tenant with ``min_share`` or fewer requests outstanding is never over its share, for this or for CoDel.
 - 503 ``overloaded`` for a request that waited its whole budget without a slot. The budget is CoDel's, kept for each
   tenant's queue as FQ-CoDel keeps it for each flow: while a tenant's queue drains (one of its waiters in the last
@@ -54,6 +57,8 @@ class AdmissionConfig:
     over_share_memory: float = 1.0
     # Of this many freed slots, one is handed out as if nobody had been over its share.
     over_share_turns: int = 4
+    # The longest Retry-After a 429 over_fair_share gives (seconds).
+    max_retry_after: int = 10
 
 
 @dataclass(eq=False)
@@ -81,6 +86,27 @@ class _Tenant:
     overloaded: bool = False
     # When it was last refused for being over its share (429).
     refused_at: float | None = None
+    # 429s and admissions in the current second (since ``counted_since``) and in the one before.
+    counted_since: float = 0.0
+    refused: int = 0
+    admitted: int = 0
+    refused_before: int = 0
+    admitted_before: int = 0
+
+    def count(self, now: float, *, refused: int = 0, admitted: int = 0) -> None:
+        if now - self.counted_since >= 1.0:
+            recent = now - self.counted_since < 2.0
+            self.refused_before = self.refused if recent else 0
+            self.admitted_before = self.admitted if recent else 0
+            self.refused, self.admitted, self.counted_since = 0, 0, now
+        self.refused += refused
+        self.admitted += admitted
+
+    def retry_after(self, longest: int) -> int:
+        """Refused over admitted lately: how many seconds its share takes to serve the clients it turns away."""
+        refused = max(1, self.refused + self.refused_before)
+        admitted = max(1, self.admitted + self.admitted_before)
+        return max(1, min(longest, math.ceil(refused / admitted)))
 
     def drained(self) -> None:
         """Nothing of this tenant waits any more (served or gone): no queue of its stands."""
@@ -144,11 +170,13 @@ class Admission:
             return ticket
         if state.outstanding >= self._share(tenant) and self._others_waiting(tenant):
             state.refused_at = now
+            state.count(now, refused=1)
+            wait = state.retry_after(self.config.max_retry_after)
             self._forget_if_idle(tenant)
             self.probe.refused(tenant_class, "over_fair_share")
             raise OverFairShare(
-                "this account has more requests in progress than its share of a busy server; retry after 1 s",
-                headers=retry_after_header(1),
+                f"this account has more requests in progress than its share of a busy server; retry after {wait} s",
+                headers=retry_after_header(wait),
             )
         # CoDel's short budget is for a queue of the tenant's own making: one holding less than its part of the slots
         # waits because others hold them, and keeps the full budget; so does one with min_share or fewer requests
@@ -211,6 +239,7 @@ class Admission:
         return any(name != tenant and state.outstanding > 0 for name, state in self._tenants.items())
 
     def _start(self, ticket: Ticket, now: float) -> None:
+        self._tenants[ticket.tenant].count(now, admitted=1)
         self.in_flight += 1
         ticket.started = now
         ticket.admitted.set_result(now)

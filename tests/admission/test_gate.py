@@ -171,6 +171,30 @@ async def test_a_tenant_over_its_share_still_gets_one_freed_slot_in_over_share_t
     assert order[:8] == ["quiet", "quiet", "quiet", "flood", "quiet", "quiet", "quiet", "flood"]
 
 
+async def test_a_flood_over_its_share_is_told_to_retry_as_late_as_its_share_serves_the_clients_it_turns_away() -> None:
+    """150 clients told "1 s" came back every second, each time a refusal's work that other tenants waited behind."""
+    clock = [0.0]
+    gate = Admission(fixed(1, min_share=2, max_retry_after=10), clock=lambda: clock[0])
+    running = await gate.enter("flood", "search")
+    queued = [asyncio.ensure_future(gate.enter(tenant, "search")) for tenant in ("flood", "quiet")]
+    await _settle()
+    told: list[str] = []
+    for _ in range(12):
+        with pytest.raises(OverFairShare) as refused:
+            await gate.enter("flood", "search")
+        told.append(refused.value.headers["Retry-After"])
+    # One admitted so far: each refusal more is a second more, up to the longest.
+    assert told == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "10", "10"]
+    clock[0] = 2.5  # what was counted has gone by
+    with pytest.raises(OverFairShare) as refused:
+        await gate.enter("flood", "search")
+    assert refused.value.headers["Retry-After"] == "1"
+    gate.leave(running)
+    gate.leave(await asyncio.wait_for(queued[1], HANG))  # the quiet tenant first: the flood was refused just now
+    gate.leave(await asyncio.wait_for(queued[0], HANG))
+    assert gate.in_flight == 0 and gate.queued == 0
+
+
 async def test_a_request_that_waits_its_whole_budget_hears_503_with_retry_after() -> None:
     metrics = Metrics()
     gate = Admission(fixed(1, queue_timeout=0.01), probe=metrics)
