@@ -95,13 +95,15 @@ async def test_a_freed_slot_goes_first_to_the_waiting_tenant_with_the_fewest_in_
     assert gate.in_flight == 0 and gate.queued == 0
 
 
-async def test_a_tenant_refused_for_being_over_its_share_is_served_after_the_others() -> None:
-    """Even when it holds fewer slots: the flood's 429s keep it at its share, and fewest-in-service alone would then
-    split the server evenly between it and a few clients that a quiet server served back to back."""
-    clock = [0.0]
+async def _flood_refused_beside_a_quiet_tenant(
+    clock: list[float],
+) -> tuple[Admission, Ticket, asyncio.Future[Ticket], asyncio.Future[Ticket], asyncio.Future[Ticket]]:
+    """Two slots: the flood, just refused for being over its share, holds one and waits for another; the quiet
+    tenant holds the other and waits for a second. Returns the gate, the flood's ticket, the flood's waiting request
+    and the quiet tenant's two."""
     gate = Admission(fixed(2, min_share=3, over_share_memory=1.0), clock=lambda: clock[0])
     flood = [await gate.enter("flood", "search") for _ in range(2)]
-    flood_waiting = [asyncio.ensure_future(gate.enter("flood", "search"))]
+    flood_waiting = asyncio.ensure_future(gate.enter("flood", "search"))
     await _settle()
     first = asyncio.ensure_future(gate.enter("quiet", "search"))
     await _settle()
@@ -112,36 +114,33 @@ async def test_a_tenant_refused_for_being_over_its_share_is_served_after_the_oth
     assert first.done()
     second = asyncio.ensure_future(gate.enter("quiet", "search"))
     await _settle()
-    gate.leave(flood.pop())  # the flood holds no slot now, the quiet tenant one: the quiet tenant's all the same
+    return gate, flood[0], flood_waiting, first, second
+
+
+async def test_a_tenant_refused_for_being_over_its_share_is_served_after_the_others() -> None:
+    """Even when it holds fewer slots: the flood's 429s keep it at its share, and fewest-in-service alone would then
+    split the server evenly between it and a few clients that a quiet server served back to back."""
+    clock = [0.0]
+    gate, flood, flood_waiting, first, second = await _flood_refused_beside_a_quiet_tenant(clock)
+    gate.leave(flood)  # the flood holds no slot now, the quiet tenant one: the quiet tenant's all the same
     await _settle()
-    assert second.done() and not flood_waiting[0].done()
+    assert second.done() and not flood_waiting.done()
     gate.leave(await first)
     await _settle()
-    assert flood_waiting[0].done()  # nobody else waits: the flood's turn
-    gate.leave(await flood_waiting[0])
+    assert flood_waiting.done()  # nobody else waits: the flood's turn
+    gate.leave(await flood_waiting)
     gate.leave(await second)
     assert gate.in_flight == 0 and gate.queued == 0
 
 
 async def test_a_tenant_refused_for_being_over_its_share_is_served_in_turn_again_once_the_memory_passes() -> None:
     clock = [0.0]
-    gate = Admission(fixed(2, min_share=3, over_share_memory=1.0), clock=lambda: clock[0])
-    flood = [await gate.enter("flood", "search") for _ in range(2)]
-    flood_waiting = [asyncio.ensure_future(gate.enter("flood", "search"))]
-    await _settle()
-    first = asyncio.ensure_future(gate.enter("quiet", "search"))
-    await _settle()
-    with pytest.raises(OverFairShare):
-        await gate.enter("flood", "search")
-    gate.leave(flood.pop())
-    await _settle()
-    second = asyncio.ensure_future(gate.enter("quiet", "search"))
-    await _settle()
+    gate, flood, flood_waiting, first, second = await _flood_refused_beside_a_quiet_tenant(clock)
     clock[0] = 1.5  # past the memory: fewest in service decides, and the flood holds none
-    gate.leave(flood.pop())
+    gate.leave(flood)
     await _settle()
-    assert flood_waiting[0].done() and not second.done()
-    gate.leave(await flood_waiting[0])
+    assert flood_waiting.done() and not second.done()
+    gate.leave(await flood_waiting)
     await _settle()
     gate.leave(await first)
     gate.leave(await second)
