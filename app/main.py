@@ -66,6 +66,7 @@ from app.settings import Settings, get_settings
 from app.sync.routes import SyncController
 from app.sync.runtime import open_sync
 from app.sync.stopping import on_stop_signal
+from app.task_stopping import cancel_and_wait
 from app.teams import Teams
 from app.teams.routes import TeamController
 from app.web.errors import html_for_browsers
@@ -227,13 +228,10 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
                 with on_stop_signal(container.sync.stop_long_polls):
                     yield
         finally:
-            background = (repair, sweep, follow, links)
-            for task in background:
-                task.cancel()
             # Each ends before the container closes: one cancelled in the middle of a query still has its session to
             # roll back and close, and the loop's own end would cancel that cleanup again (the pool then logged an
             # error with a traceback at every other stop).
-            await asyncio.gather(*background, return_exceptions=True)
+            await asyncio.gather(*(cancel_and_wait(task) for task in (repair, sweep, follow, links)))
             await close_container(container)
 
     dependencies: dict[str, Any] = {

@@ -21,6 +21,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from app.task_stopping import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 # What "Redis cannot serve us" looks like; anything else is a bug and passes through.
@@ -171,8 +173,6 @@ class RedisBreaker:
 
     async def close(self) -> None:
         if self._watchdog is not None:
-            self._watchdog.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._watchdog
-            self._watchdog = None
+            watchdog, self._watchdog = self._watchdog, None
+            await cancel_and_wait(watchdog, again_after=0.1)  # nothing of its own to clean up
         await self._ping_client.aclose()

@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.accounts.models import CredentialRevocation
 from app.db import Database
+from app.task_stopping import cancel_and_wait
 
 if TYPE_CHECKING:  # loaded only where Redis is configured: a CLI command on an embedded install never needs it
     from redis.asyncio import Redis
@@ -249,9 +250,7 @@ class Revocations:
     async def close(self) -> None:
         for task in (self._task, self._poll):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
         self._task = self._poll = None
         if self._redis is not None:
             await self._redis.aclose()
