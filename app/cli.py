@@ -53,7 +53,7 @@ def _migrate(_: argparse.Namespace, settings: Settings) -> int:
 def _reindex(_: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
-    from app.main import build_container, close_container
+    from app.assembly import build_container, close_container
     from app.memories.engine import IndexInUse
 
     async def work() -> int:

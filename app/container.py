@@ -1,4 +1,4 @@
-"""The long-lived parts of a running server, built once by the composition root (app.main)."""
+"""The long-lived parts of a running server, built once by app.assembly (for a server, by its composition root)."""
 
 from __future__ import annotations
 

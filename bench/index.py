@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 
 from app.accounts import service as accounts  # noqa: E402
 from app.accounts.principal import WRITE, Principal, scopes_for  # noqa: E402
+from app.assembly import build_container, close_container  # noqa: E402
 from app.errors import NotFound  # noqa: E402
 from app.identity import Identity  # noqa: E402
-from app.main import build_container, close_container  # noqa: E402
 from app.memories.embedder import OnnxMiniLMEmbedder  # noqa: E402
 from app.memories.schemas import SearchIn  # noqa: E402
 from app.migrate import upgrade_to_head  # noqa: E402

@@ -153,7 +153,7 @@ def test_the_admission_latency_tolerance_reaches_the_adaptive_limit(
     in_empty_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.admission.gate import Admission
-    from app.main import admission_config
+    from app.assembly import admission_config
 
     monkeypatch.setenv("ENGRAM_ADMISSION_LATENCY_TOLERANCE", "3")
     assert Admission(admission_config(Settings())).limit.tolerance == 3.0

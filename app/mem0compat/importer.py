@@ -322,7 +322,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _import(settings: Settings, user_id: str, source: Iterable[Mapping[str, Any]], batch_size: int) -> Summary:
     from app.accounts import repository as accounts
-    from app.main import build_container, close_container
+    from app.assembly import build_container, close_container
 
     container = await build_container(settings)
     try:

@@ -18,7 +18,7 @@ from app.memories.repair import MemoryRepair
 from app.memories.service_base import Limits, RoleLookup, resolve_identity
 from app.memories.writes import MemoryWrites
 
-# Callers import these from here (app.main: Limits; app.mem0compat: resolve_identity), wherever they are written.
+# Callers import these from here (app.assembly: Limits; app.mem0compat: resolve_identity), wherever they are written.
 __all__ = ["Limits", "MemoryService", "RoleLookup", "resolve_identity"]
 
 

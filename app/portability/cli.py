@@ -234,7 +234,7 @@ async def _delete_beside_a_server(settings: Settings, user_id: str) -> Any:
 
 
 async def _open_container(settings: Settings) -> Any:
-    from app.main import build_container
+    from app.assembly import build_container
     from app.memories.engine import IndexInUse
 
     try:
@@ -247,7 +247,7 @@ async def _open_container(settings: Settings) -> Any:
 
 
 async def _close_container(container: Any) -> None:
-    from app.main import close_container
+    from app.assembly import close_container
 
     await close_container(container)
 

@@ -186,8 +186,8 @@ def _index_local(name: str, user_id: str | None, settings: Settings) -> dict[str
         report.pop("files", None)
         return report
 
+    from app.assembly import build_container, close_container
     from app.db import Database
-    from app.main import build_container, close_container
     from app.memories.engine import IndexInUse
     from app.projects.registry import find
 

@@ -152,7 +152,7 @@ async def _exchange(runner: LinkRunner) -> None:
 @asynccontextmanager
 async def _runtime(settings: Settings) -> AsyncIterator[tuple[SyncRuntime, Database, Any]]:
     """The server's parts when the index is free; else the database alone (the running server's index follows it)."""
-    from app.main import build_container, close_container
+    from app.assembly import build_container, close_container
     from app.memories.engine import IndexInUse
     from app.sync.runtime import open_sync
 

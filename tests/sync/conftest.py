@@ -79,7 +79,7 @@ def node_settings(data_dir: Path, database_url: str | None = None, **overrides: 
 
 @asynccontextmanager
 async def open_node(settings: Settings, embedder: Any) -> AsyncIterator[Node]:
-    from app.main import build_container, close_container
+    from app.assembly import build_container, close_container
 
     container = await build_container(settings, embedder)
     try:
