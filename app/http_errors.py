@@ -62,7 +62,9 @@ def _readable(detail: Any) -> Any:
 # msgspec's own words for a body that is not JSON, where they do not say it is the JSON that is wrong (the rest of
 # its message, the place in the body, is kept).
 _DECODER_WORDS = {
-    "Input data was truncated": "JSON is malformed: the body ends before the JSON value does (truncated)",
+    # msgspec also says so of a string whose \\uD800-\\uDBFF escape has no low surrogate after it.
+    "Input data was truncated": "JSON is malformed: the body ends before the JSON value does (truncated), or a "
+    "string holds a lone UTF-16 surrogate escape",
     "Integer value out of range": "JSON number out of range: whole numbers are kept to 64 bits",
     "Number out of range": "JSON number out of range: numbers are kept to 64-bit floats",
 }

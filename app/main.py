@@ -36,7 +36,7 @@ from app.observability.metrics import Metrics
 from app.observability.middleware import install as install_observability
 from app.observability.routes import metrics as metrics_route
 from app.openapi.params import refuse_null_words
-from app.openapi.swagger import docs_router, render_plugins
+from app.openapi.swagger import docs_router, openapi_alias, render_plugins
 from app.options_allow import bind_options_to_their_routes
 from app.portability.routes import PortabilityController
 from app.projects.routes import DocumentController
@@ -107,6 +107,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             healthz,
             readyz,
             metrics_route,
+            openapi_alias,
             MemoryController,
             SessionController,
             SyncController,

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from litestar import Litestar, Request, Router
+from litestar import Litestar, Request, Router, get
 from litestar.openapi.plugins import JsonRenderPlugin, OpenAPIRenderPlugin
+from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
+from litestar.status_codes import HTTP_308_PERMANENT_REDIRECT
 from swagger_ui_bundle import swagger_ui_path
 
 from app.openapi.document import finalize
@@ -74,6 +76,12 @@ class FinishedJson(JsonRenderPlugin):
 
 def render_plugins() -> list[OpenAPIRenderPlugin]:
     return [OfflineSwagger(), FinishedJson()]
+
+
+@get("/openapi.json", include_in_schema=False, sync_to_thread=False)
+def openapi_alias() -> Redirect:
+    """Where many tools and people look for an API's document first; it lives under ``/docs``."""
+    return Redirect("/docs/openapi.json", status_code=HTTP_308_PERMANENT_REDIRECT)
 
 
 def docs_router(path: str = "/docs") -> Router:

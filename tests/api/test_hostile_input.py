@@ -34,6 +34,8 @@ def test_invalid_utf8_in_a_json_body_is_a_400_naming_the_encoding(api: RunningSe
         (b"[]", 422, "object"),
         (b'"text"', 422, "object"),
         (b'{"query": ', 400, "JSON is malformed: the body ends before the JSON value does"),
+        (b'{"content": "\\ud800"}', 400, "surrogate"),
+        (b'{"content": "\\ud800", "query": "x"}', 400, "surrogate"),
         (b'{"content": "x", "metadata": {"n": 1' + b"0" * 5000 + b"}}", 400, "whole numbers are kept to 64 bits"),
         (b'{"content": "x", "metadata": {"n": 1e400}}', 400, "numbers are kept to 64-bit floats"),
     ],

@@ -63,6 +63,13 @@ def document(api: RunningServer) -> dict[str, Any]:
     return result
 
 
+def test_the_document_is_also_found_where_tools_look_first(api: RunningServer, document: dict[str, Any]) -> None:
+    response = httpx.get(f"{api.base_url}/openapi.json", timeout=30, follow_redirects=True)
+    assert response.status_code == 200
+    assert str(response.url).endswith("/docs/openapi.json")
+    assert response.json() == document
+
+
 def _v1_operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     return [
         (method.upper(), path, operation)
