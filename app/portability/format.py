@@ -74,10 +74,14 @@ class Header(BaseModel):
     exported_at: When | None = None
 
 
+# Every kind of history event this server writes (app.memories.events, app.sync.history).
+EVENT_KINDS = Literal["ADD", "UPDATE", "DELETE", "PROMOTE", "CONFLICT"]
+
+
 class Event(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    event: str = Field(max_length=16)
+    event: EVENT_KINDS
     old_content: str | None = None
     new_content: str | None = None
     actor: str | None = Field(default=None, max_length=200)

@@ -32,6 +32,7 @@ from app.portability import session_records
 from app.portability.format import (
     AgentLine,
     DocumentLine,
+    Event,
     Header,
     MalformedLine,
     MemoryLine,
@@ -44,6 +45,7 @@ from app.portability.format import (
 )
 from app.quotas.service import Quotas
 from app.sync.changelog import ChangeLog
+from app.sync.history import CONFLICT
 from app.text import check_metadata, check_text
 
 # Memories written (and embedded) per transaction.
@@ -129,8 +131,13 @@ class Importer:
         quotas: Quotas | None,
         max_memory_chars: int,
         dims: int,
+        max_conflicts: int,
     ) -> None:
+        """``max_conflicts``: the most CONFLICT events a memory keeps (``sync_max_conflicts_per_memory``), as when
+        edge sync records losing versions: an import brings a memory's newest that many, so that a file cannot
+        grow a memory's history past what sync lets it hold."""
         self.dims = dims
+        self.max_conflicts = max_conflicts
         self.db = db
         self.engine = engine
         self.changes = changes
@@ -294,7 +301,7 @@ class Importer:
                 self.changes.stamp(records)
             session.add_all(records)
             await session.flush()
-            await _insert_history(session, user_id, new)
+            await _insert_history(session, user_id, new, self.max_conflicts)
             return records
 
         return await self._commit(user_id, len(records), self._vectors(new, vectors_usable, dims), insert)
@@ -365,7 +372,7 @@ class Importer:
 
 
 async def _insert_history(
-    session: AsyncSession, user_id: str, new: Sequence[tuple[int, MemoryLine, MemoryRecord]]
+    session: AsyncSession, user_id: str, new: Sequence[tuple[int, MemoryLine, MemoryRecord]], max_conflicts: int
 ) -> None:
     rows = [
         {
@@ -379,10 +386,17 @@ async def _insert_history(
             "created_at": e.created_at,
         }
         for _, line, record in new
-        for e in line.history
+        for e in _bounded(line.history, max_conflicts)
     ]
     if rows:
         await (await session.connection()).execute(insert(cast(Table, MemoryEvent.__table__)), rows)
+
+
+def _bounded(history: Sequence[Event], max_conflicts: int) -> list[Event]:
+    """``history`` with only its newest ``max_conflicts`` CONFLICT events, in the file's order."""
+    conflicts = sorted((e for e in history if e.event == CONFLICT), key=lambda e: e.created_at)
+    dropped = {id(e) for e in conflicts[: max(0, len(conflicts) - max_conflicts)]}
+    return [e for e in history if id(e) not in dropped]
 
 
 class _nothing:

@@ -35,6 +35,7 @@ async def import_into(container: Container, user_id: str, parsed: Parsed, progre
         quotas=container.quotas,
         max_memory_chars=container.settings.max_memory_chars,
         dims=dims_of(container),
+        max_conflicts=container.settings.sync_max_conflicts_per_memory,
     )
     return await importer.run(user_id, parsed, progress)
 

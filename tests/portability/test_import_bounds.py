@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -62,6 +63,11 @@ MESSAGE = (
         (HEADER + TASK % (b"-1"), 2, "position"),
         (HEADER + MESSAGE % (b'"id": 1, "reply_to": 99999999999999999999999'), 2, "reply_to"),
         (HEADER + MESSAGE % (b'"id": 9223372036854775808'), 2, "id"),
+        (
+            HEADER + MEMORY[:-2] + b', "history": [{"event": "BOGUS", "created_at": "2026-11-01T00:00:00Z"}]}\n',
+            2,
+            "event",
+        ),
     ],
 )
 def test_a_malformed_line_is_a_400_naming_it(api: RunningServer, body: bytes, line: int, words: str) -> None:
@@ -133,3 +139,33 @@ def test_times_without_an_offset_are_read_as_utc_and_text_postgres_cannot_store_
     with small_import.client(account.key) as http:
         [memory] = http.get("/v1/memories").json()["memories"]
     assert memory["created_at"].startswith("2026-11-01T10:00:00") and memory["created_at"].endswith(("Z", "+00:00"))
+
+
+def test_a_memory_brings_only_its_newest_conflicts_as_sync_would_keep_them(api: RunningServer) -> None:
+    """Edge sync keeps a memory's newest 20 losing versions (``sync_max_conflicts_per_memory``); a file holding more
+    must not grow a memory's history past that."""
+    account = make_account(api)
+    memory_id = "5d6f0a4e-2f43-4c52-9a43-000000000001"
+    edits = [{"event": "ADD", "new_content": "v0", "created_at": "2026-11-01T00:00:00Z"}]
+    # Out of time order in the file: which are the newest is read from their times.
+    conflicts = [
+        {"event": "CONFLICT", "old_content": f"lost {n}", "created_at": f"2026-11-02T00:{n:02d}:00Z"}
+        for n in reversed(range(30))
+    ]
+    edits.append({"event": "UPDATE", "old_content": "v0", "new_content": "v1", "created_at": "2026-11-03T00:00:00Z"})
+    line = {
+        "type": "memory",
+        "id": memory_id,
+        "content": "v1",
+        "scope": "user",
+        "created_at": "2026-11-01T00:00:00Z",
+        "updated_at": "2026-11-03T00:00:00Z",
+        "history": [edits[0], *conflicts, edits[1]],
+    }
+    status, answer = _post(api, account.key, HEADER + json.dumps(line).encode() + b"\n")
+    assert status == 200 and answer["imported"] == 1, answer
+    with api.client(account.key) as http:
+        events = http.get(f"/v1/memories/{memory_id}/history", params={"limit": 1000}).json()["history"]
+    kept = sorted(e["old_content"] for e in events if e["event"] == "CONFLICT")
+    assert kept == sorted(f"lost {n}" for n in range(10, 30))
+    assert [e["event"] for e in events if e["event"] != "CONFLICT"] == ["ADD", "UPDATE"]
