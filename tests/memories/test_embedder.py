@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -101,3 +102,30 @@ def test_the_models_threads_stop_spinning_when_a_lone_embedding_returns() -> Non
     assert done.returncode == 0, done.stderr
     cpu_while_idle = float(done.stdout.strip().splitlines()[-1])
     assert cpu_while_idle < 0.005, f"{cpu_while_idle * 1000:.1f} ms of CPU in 50 ms after a run"
+
+
+def test_an_embedding_spins_its_threads_only_when_the_server_has_nothing_else_in_service() -> None:
+    embedder = OnnxMiniLMEmbedder(threads=2)
+    others_in_service = True
+    embedder.alone = lambda: not others_in_service
+    beside = [embedder.embed(f"query {n} beside other requests") for n in range(5)]
+    assert embedder.spinning_runs == 0
+    others_in_service = False
+    alone = [embedder.embed(f"query {n} beside other requests") for n in range(5)]
+    assert embedder.spinning_runs == 5
+    for a, b in zip(beside, alone, strict=True):
+        assert cosine(a, b) >= 0.9999
+
+
+def test_the_servers_embedder_is_alone_while_admission_has_one_request_in_service(tmp_path: Path) -> None:
+    from app.admission.gate import Admission
+    from app.assembly import admission_config, server_embedder
+    from app.settings import Settings
+
+    settings = Settings(data_dir=tmp_path)
+    admission = Admission(admission_config(settings))
+    embedder = server_embedder(settings, admission)
+    assert embedder.alone is not None
+    for in_service, alone in ((0, True), (1, True), (2, False), (9, False)):
+        admission.in_flight = in_service
+        assert embedder.alone() is alone, in_service
