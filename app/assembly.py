@@ -133,9 +133,7 @@ async def build_container(
 
 def server_embedder(settings: Settings, admission: Admission) -> OnnxMiniLMEmbedder:
     """The model, giving a request every core for its embedding only while it is alone in service (``admission``)."""
-    embedder = OnnxMiniLMEmbedder(threads=settings.embed_threads)
-    embedder.alone = lambda: admission.in_flight <= 1
-    return embedder
+    return OnnxMiniLMEmbedder(threads=settings.embed_threads, alone=lambda: admission.in_flight <= 1)
 
 
 def admission_config(settings: Settings) -> AdmissionConfig:

