@@ -29,6 +29,7 @@ from app.mcp import McpEndpoint
 from app.mcp.endpoint import MOUNT as MCP_MOUNT
 from app.mem0compat.paths import Mem0Paths
 from app.mem0compat.routes import mem0_router
+from app.memories import lexical
 from app.memories.embedder import Embedder
 from app.memories.routes import MemoryController
 from app.oauth.routes import oauth_lifespan, oauth_router
@@ -59,6 +60,9 @@ async def _repair_index(container: Container) -> None:
     if container.engine.rebuilt:
         log.warning("the index predates hybrid search: rebuilding it from the database in the background")
     try:
+        relexed = await container.engine.relex()
+        if relexed:
+            log.warning("lexical vectors of %d memories rewritten (scheme %s)", relexed, lexical.SCHEME)
         added, removed = await container.memories.repair()
         if added or removed:
             log.warning("index repaired: %d memories re-indexed, %d orphans removed", added, removed)

@@ -252,6 +252,11 @@ class MemoryEngine:
     async def count(self) -> int:
         return await self._run(self._count)
 
+    async def relex(self) -> int:
+        """Rewrite the lexical vectors written under an older ``lexical.SCHEME``; how many there were."""
+        fixed: int = await self._run(self._store.relex)
+        return fixed
+
     async def ping(self) -> None:
         await self._run(self._ping)
 

@@ -8,7 +8,13 @@ it carries (its metadata's date values and when it was created, so "when" and "i
 section of an indexed document (long-form text, normalised for length as such). A pure function of those fields:
 any store, or a machine receiving a synced memory, computes the same vector.
 
-Token ids are CRC-32 of the token: stable across processes, machines and versions, unlike ``hash()``.
+Token ids are CRC-32 of the tenant and the token (``token_id``): stable across processes, machines and versions,
+unlike ``hash()``, and each tenant's own, so that the lexical index holds one posting list per tenant and word. With
+ids shared by every tenant, a search walked each query word's postings across the whole collection and filtered them
+by tenant afterwards: its cost grew with every other tenant's data (a lone search at 100 memories of its own took
+2.5 ms beside 10k memories in all and 5.6 ms beside 100k). A point without a tenant, or a query whose filter names
+none, uses the token's bare CRC-32. ``SCHEME`` names this mapping: a store whose points were written under another
+rewrites their lexical vectors (``relex``).
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from datetime import datetime
 from typing import Any
 
 import snowballstemmer
+
+# The payload field naming a point's tenant (every read filters on it: ``vector_stores.base.TENANT_FIELD``).
+TENANT_FIELD = "user_id"
 
 # BM25 parameters, tuned on conversational memories (short texts); AVG_LEN is the mean weighted token count of a
 # document, fixed so that a vector never depends on the rest of the collection.
@@ -101,8 +110,20 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-def token_id(token: str) -> int:
-    return zlib.crc32(token.encode())
+# Changes whenever a document's vector would change for the same payload: stores compare a sample of their points
+# with ``payload_vector`` and rewrite every lexical vector when they differ (``vector_stores.relex``).
+SCHEME = "tenant-crc32"
+
+
+@functools.lru_cache(maxsize=4096)
+def tenant_seed(tenant: str | None) -> int:
+    """The CRC-32 state after the tenant and a NUL: a token's id continues it (``token_id``)."""
+    return zlib.crc32(tenant.encode() + b"\0") if tenant else 0
+
+
+def token_id(token: str, tenant: str | None = None) -> int:
+    """CRC-32 of ``tenant``, NUL, ``token`` (of the token alone without a tenant)."""
+    return zlib.crc32(token.encode(), tenant_seed(tenant))
 
 
 def date_tokens(value: Any) -> list[str]:
@@ -126,11 +147,12 @@ def _dates(metadata: Mapping[str, Any] | None, created_at: str | None) -> list[s
     return tokens
 
 
-def _weights(weighted: Iterable[tuple[list[str], float]], average_length: float) -> Sparse:
+def _weights(weighted: Iterable[tuple[list[str], float]], average_length: float, tenant: str | None) -> Sparse:
+    seed = tenant_seed(tenant)
     counts: defaultdict[int, float] = defaultdict(float)
     for tokens, weight in weighted:
         for token in tokens:
-            counts[token_id(token)] += weight
+            counts[zlib.crc32(token.encode(), seed)] += weight
     length = sum(counts.values())
     norm = K1 * (1 - B + B * length / average_length)
     indices = sorted(counts)
@@ -143,8 +165,9 @@ def document_vector(
     context: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     created_at: str | None = None,
+    tenant: str | None = None,
 ) -> Sparse:
-    """The BM25 term-frequency vector of a memory (Qdrant applies the IDF)."""
+    """The BM25 term-frequency vector of a memory of ``tenant`` (Qdrant applies the IDF)."""
     return _weights(
         [
             (tokenize(content), 1.0),
@@ -152,21 +175,30 @@ def document_vector(
             (_dates(metadata, created_at), DATE_WEIGHT),
         ],
         DOCUMENT_AVG_LEN if metadata and metadata.get("kind") == DOCUMENT_KIND else AVG_LEN,
+        tenant,
     )
 
 
 def payload_vector(payload: Mapping[str, Any]) -> Sparse:
-    """``document_vector`` of an index payload (content in ``data``, caller's metadata in ``meta``)."""
+    """``document_vector`` of an index payload (content in ``data``, caller's metadata in ``meta``, tenant in
+    ``user_id``)."""
     meta = payload.get("meta")
+    tenant = payload.get(TENANT_FIELD)
     return document_vector(
         str(payload.get("data") or ""),
         context=payload.get("context") if isinstance(payload.get("context"), str) else None,
         metadata=meta if isinstance(meta, Mapping) else None,
         created_at=payload.get("created_at") if isinstance(payload.get("created_at"), str) else None,
+        tenant=tenant if isinstance(tenant, str) else None,
     )
 
 
-def query_vector(text: str) -> Sparse:
-    """Each distinct token of the query once (weight 1): the score is then the sum of the matched tokens' BM25."""
-    indices = sorted({token_id(token) for token in tokenize(text)})
+def query_vector(text: str, tenants: Iterable[str] = ()) -> Sparse:
+    """Each distinct token of the query once (weight 1): the score is then the sum of the matched tokens' BM25.
+
+    In the ids of each of ``tenants`` (those the search's filter names): a point matches only its own tenant's ids,
+    so a search over several tenants scores each point as a search over its tenant alone would."""
+    tokens = {token.encode() for token in tokenize(text)}
+    seeds = {tenant_seed(tenant) for tenant in tenants} or {0}
+    indices = sorted({zlib.crc32(token, seed) for token in tokens for seed in seeds})
     return Sparse(indices, [1.0] * len(indices))

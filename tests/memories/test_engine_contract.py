@@ -20,6 +20,7 @@ from app.errors import NotFound, ValidationFailed
 from app.memories.embedder import OnnxMiniLMEmbedder
 from app.memories.engine import IndexedMemory, MemoryEngine
 from app.memories.vector_stores import FilterError, parse_filters
+from tests.memories.legacy_index import with_shared_token_ids
 
 pytestmark = pytest.mark.anyio
 
@@ -564,9 +565,39 @@ async def test_a_dense_only_index_is_emptied_to_be_rebuilt(
     await engine.upsert([record])
     for text in _TICKETS:
         await add(engine, text)
-    assert (await search(engine, "status of ticket ZX-4471"))[0] == old
+    assert (await search(engine, "what is the status of ticket ZX-4471?"))[0] == old
     engine.close()
     assert not open_engine().rebuilt  # once upgraded, it stays
+
+
+def _shard_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "qdrant-edge" / "engram_memories"
+
+
+async def test_an_index_from_before_tenant_scoped_token_ids_is_rewritten_in_place(
+    open_engine: Opener, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    engine = open_engine()
+    target = await add(engine, "ZX-4471 (ticket): login crashes on Safari since the status bar update")
+    for text in _TICKETS:
+        await add(engine, text)
+    assert (await search(engine, "what is the status of ticket ZX-4471?"))[0] == target
+    engine.close()
+    kind = request.node.callspec.params["open_engine"]
+    assert (
+        with_shared_token_ids(_shard_path(tmp_path) if kind.startswith("edge") else None, tmp_path / "qdrant-local")
+        == len(_TICKETS) + 1
+    )
+
+    engine = open_engine()
+    # The query's token ids are the tenant's now: the old vectors match none of its words, and by meaning alone
+    # another ticket outranks the one that names it (test_an_exact_rare_word_wins_where_meaning_alone_misses).
+    assert (await search(engine, "what is the status of ticket ZX-4471?"))[0] != target
+    assert await engine.relex() == len(_TICKETS) + 1
+    assert (await search(engine, "what is the status of ticket ZX-4471?"))[0] == target
+    assert await engine.relex() == 0, "nothing left to rewrite"
+    engine.close()
+    assert (await search(open_engine(), "what is the status of ticket ZX-4471?"))[0] == target, "rewritten on disk"
 
 
 async def test_packed_vectors_are_the_indexed_vectors_as_float32(engine: MemoryEngine, embedder: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 from app.memories import lexical
@@ -121,3 +122,26 @@ def test_ascii_text_folds_as_unicode_text_does() -> None:
     for text in ("Plain ASCII, Mixed CASE 123", "it's o'clock", ""):
         assert lexical._fold(text) == text.lower()
     assert lexical._fold("Crème Brûlée\u2019s") == "creme brulee's"
+
+
+def test_token_ids_are_each_tenants_own() -> None:
+    # One posting list per tenant and word: another tenant's memories are never walked by a search.
+    assert lexical.token_id("deploy", "u_1") == zlib.crc32(b"u_1\0deploy")
+    assert lexical.token_id("deploy") == zlib.crc32(b"deploy")
+    mine = lexical.document_vector("Deploy the fly app", tenant="u_1")
+    theirs = lexical.document_vector("Deploy the fly app", tenant="u_2")
+    bare = lexical.document_vector("Deploy the fly app")
+    assert set(mine.indices).isdisjoint(theirs.indices)
+    assert set(mine.indices).isdisjoint(bare.indices)
+    assert sorted(mine.values) == sorted(theirs.values) == sorted(bare.values), "the same weights"
+    assert lexical.payload_vector({"data": "Deploy the fly app", "user_id": "u_1"}) == mine
+
+
+def test_a_query_is_in_the_token_ids_of_the_tenants_it_searches() -> None:
+    mine = lexical.document_vector("Deploy the fly app", tenant="u_1")
+    theirs = lexical.document_vector("Deploy the fly app", tenant="u_2")
+    assert set(lexical.query_vector("fly deploy", ["u_1"]).indices) <= set(mine.indices)
+    assert set(lexical.query_vector("fly deploy", ["u_1"]).indices).isdisjoint(theirs.indices)
+    both = lexical.query_vector("fly deploy", ["u_1", "u_2"])
+    assert len(both.indices) == 4 and set(both.indices) <= set(mine.indices) | set(theirs.indices)
+    assert lexical.query_vector("fly deploy").indices == sorted(lexical.token_id(t) for t in ("deploy", "fli"))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.memories import lexical
 from app.memories.vector_stores.hybrid import KIND_FIELD
 
 # How many hits the caller of a search wants. mem0 over-fetches (max(4 x limit, 60)) to fuse BM25 and entity scores,
@@ -22,8 +23,8 @@ def wanted(top_k: int) -> int:
     return min(top_k, hint) if hint else top_k
 
 
-# Payload fields every read filters on; user_id is the tenant.
-TENANT_FIELD = "user_id"
+# Payload fields every read filters on; user_id is the tenant (whose words the lexical vectors are, ``lexical``).
+TENANT_FIELD = lexical.TENANT_FIELD
 # With ``meta.kind``, which the fused score reads for every candidate of a search (``hybrid``): indexed, that is a
 # lookup instead of a read of the candidate's payload, and a search on the embedded store was 3x faster (5.2 ms to
 # 1.6 ms at 500 points, all of it holding the GIL).

@@ -19,7 +19,7 @@ import qdrant_edge as qe
 from pydantic import BaseModel
 
 from app.memories import lexical
-from app.memories.vector_stores import hybrid
+from app.memories.vector_stores import hybrid, relex
 from app.memories.vector_stores.base import (
     KEYWORD_FIELDS,
     SCROLL_PAGE,
@@ -31,7 +31,7 @@ from app.memories.vector_stores.base import (
     valid_uuid,
     wanted,
 )
-from app.memories.vector_stores.filters import FilterError, idf_corpus, parse_filters, to_edge_filter
+from app.memories.vector_stores.filters import FilterError, idf_corpus, parse_filters, tenants, to_edge_filter
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +258,7 @@ class EdgeVectorStore:
         corpus = to_edge_filter(idf_corpus(conditions))
         idf = qe.SearchParams(idf=qe.IdfParams(corpus=corpus)) if corpus is not None else None
         dense = list(vectors)
-        sparse = lexical.query_vector(query or "")
+        sparse = lexical.query_vector(query or "", tenants(conditions))
         if sparse.indices:
             first = self._read(
                 lambda shard: shard.query(
@@ -406,6 +406,29 @@ class EdgeVectorStore:
             if packed is not None:
                 out[str(r.id)] = (str((r.payload or {}).get("data", "")), packed)
         return out
+
+    def relex(self) -> int:
+        """Rewrite the lexical vectors that ``lexical`` would now make otherwise (``relex``); how many were."""
+        return relex.relex(self._relex_page)
+
+    def _relex_page(self, offset: Any, write: bool) -> tuple[int, Any]:
+        # Under the write lock: no write to these points can land between reading a payload and rewriting its vector.
+        with self._gate.shared(), self._write_lock:
+            request = qe.ScrollRequest(
+                offset=offset, limit=relex.RELEX_PAGE, with_payload=True, with_vector=[hybrid.LEXICAL]
+            )
+            records, after = self._call(lambda: self._shard.scroll(request))
+            fixes = relex.stale([(str(r.id), r.payload or {}, hybrid.lexical_of(r.vector)) for r in records])
+            if write and fixes:
+                vectors = [
+                    qe.PointVectors(pid, {hybrid.LEXICAL: qe.SparseVector(sparse.indices, sparse.values)})
+                    for pid, sparse in fixes
+                ]
+                self._call(lambda: self._shard.update(qe.UpdateOperation.update_vectors(vectors)))
+                self._dirty = True
+                if self.flush_interval <= 0:
+                    self._flush_locked()
+        return len(fixes), after
 
     def ping(self) -> None:
         self._read(lambda shard: shard.info())

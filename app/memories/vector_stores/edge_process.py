@@ -211,6 +211,10 @@ class EdgeIndexProcess:
         found: dict[str, tuple[str, bytes]] = self._call("packed_vectors", list(ids))
         return found
 
+    def relex(self) -> int:
+        fixed: int = self._call("relex")
+        return fixed
+
     def ping(self) -> None:
         self._call("ping")
 

@@ -82,6 +82,11 @@ def parse_filters(filters: Mapping[str, Any] | None) -> list[Condition]:
 _ACCESS_FIELDS = (TENANT_FIELD, "visibility")
 
 
+def tenants(conditions: Sequence[Condition]) -> list[str]:
+    """The tenants a filter names: a search's lexical query is in their token ids (``lexical.query_vector``)."""
+    return [str(v) for c in conditions if c.key == TENANT_FIELD for v in c.values]
+
+
 def idf_corpus(conditions: Sequence[Condition]) -> list[Condition]:
     """The points a search measures how rare its words are over (BM25's IDF): those the reader may read, the
     tenant's and within it the visibility keys it holds. Another tenant's memories, or another session's or agent's

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from qdrant_client import QdrantClient, models
 
 from app.memories import lexical
-from app.memories.vector_stores import hybrid
+from app.memories.vector_stores import hybrid, relex
 from app.memories.vector_stores.base import (
     KEYWORD_FIELDS,
     SCROLL_PAGE,
@@ -27,7 +27,7 @@ from app.memories.vector_stores.base import (
     valid_uuid,
     wanted,
 )
-from app.memories.vector_stores.filters import FilterError, idf_corpus, parse_filters, to_client_filter
+from app.memories.vector_stores.filters import FilterError, idf_corpus, parse_filters, tenants, to_client_filter
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class ServerQdrantStore(Qdrant):
         corpus = to_client_filter(idf_corpus(conditions))
         idf = models.SearchParams(idf=models.IdfCorpusParams(corpus=corpus)) if corpus is not None else None
         dense = builtins.list(vectors)
-        sparse = lexical.query_vector(query or "")
+        sparse = lexical.query_vector(query or "", tenants(conditions))
         if sparse.indices:
             first = self._hybrid(dense, sparse, hybrid.FEEDBACK_POOL, query_filter, idf, with_payload=False)
             sparse = hybrid.expand(sparse, [hybrid.lexical_of(p.vector) for p in first])
@@ -336,6 +336,44 @@ class ServerQdrantStore(Qdrant):
             if packed is not None:
                 out[str(r.id)] = (str((r.payload or {}).get("data", "")), packed)
         return out
+
+    def relex(self) -> int:
+        """Rewrite the lexical vectors that ``lexical`` would now make otherwise (``relex``); how many were."""
+        return relex.relex(self._relex_page)
+
+    @_locked
+    def _relex_page(self, offset: Any, write: bool) -> tuple[int, Any]:
+        records, after = self.client.scroll(
+            self.collection_name,
+            limit=relex.RELEX_PAGE,
+            offset=offset,
+            with_payload=True,
+            with_vectors=[hybrid.LEXICAL],
+        )
+        fixes = self._stale(records)
+        if write and fixes:
+            self._rewrite(fixes)
+            # Another instance may have written one of these points between our read and our write, and ours would
+            # then be its old text's vector: read them again and put right what changed under us.
+            again = self.client.retrieve(
+                self.collection_name, ids=[pid for pid, _ in fixes], with_payload=True, with_vectors=[hybrid.LEXICAL]
+            )
+            self._rewrite(self._stale(again))
+        return len(fixes), after
+
+    @staticmethod
+    def _stale(records: Sequence[Any]) -> builtins.list[tuple[str, lexical.Sparse]]:
+        return relex.stale([(str(r.id), r.payload or {}, hybrid.lexical_of(r.vector)) for r in records])
+
+    def _rewrite(self, fixes: Sequence[tuple[str, lexical.Sparse]]) -> None:
+        if fixes:
+            points = [
+                models.PointVectors(
+                    id=pid, vector={hybrid.LEXICAL: models.SparseVector(indices=s.indices, values=s.values)}
+                )
+                for pid, s in fixes
+            ]
+            self.client.update_vectors(self.collection_name, points=points, wait=True)
 
     @_locked
     def ping(self) -> None:
