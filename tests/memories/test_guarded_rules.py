@@ -23,6 +23,7 @@ from tests.conftest import PG_HOST, PG_PORT, PG_USER, _admin_execute, _settings
 from tests.harness import RunningServer, free_port, make_account, serve
 from tests.mcp.conftest import connect, session_id
 from tests.mcp.test_tools import error_text, structured
+from tests.memories.legacy_index import with_shared_token_ids
 
 
 @pytest.fixture
@@ -170,4 +171,31 @@ def test_start_up_repair_reindexes_what_is_missing_and_purges_orphans(embedder: 
             if lost["id"] in ids and orphan_id not in ids:
                 break
             assert time.monotonic() < deadline, f"repair did not converge: {ids}"
+            time.sleep(0.2)
+
+
+def test_start_up_rewrites_lexical_vectors_an_older_scheme_wrote(embedder: Any, tmp_path: Path) -> None:
+    # An index from before tenant-scoped token ids: its words match no query of today's until start-up rewrites it.
+    url = f"sqlite+aiosqlite:///{tmp_path / 'engram.db'}"
+    upgrade_to_head(url)
+    settings = _settings(tmp_path, url)
+    notes = ["ZX-4471: login crashes on Safari", "Ticket updates are posted in the ops channel", "Status is green"]
+
+    def scores(http: httpx.Client) -> dict[str, float]:
+        hits = http.post("/v1/memories/search", json={"query": "ZX-4471 Safari", "threshold": 0}).json()["results"]
+        return {hit["content"]: hit["score"] for hit in hits}
+
+    with serve(settings, embedder=embedder) as server:  # type: ignore[arg-type]
+        me = make_account(server)
+        with server.client(me.key) as http:
+            for text in notes:
+                http.post("/v1/memories", json={"content": text}).raise_for_status()
+            before = scores(http)
+    assert with_shared_token_ids(tmp_path / "qdrant-edge" / "engram_memories", tmp_path) == 3
+
+    settings.port = free_port()
+    with serve(settings, embedder=embedder) as server, server.client(me.key) as http:  # type: ignore[arg-type]
+        deadline = time.monotonic() + 60
+        while (now := scores(http)) != pytest.approx(before, abs=1e-5):  # rewritten while the server serves
+            assert time.monotonic() < deadline, f"lexical vectors not rewritten: {now} against {before}"
             time.sleep(0.2)

@@ -89,6 +89,7 @@ def test_the_index_process_answers_every_call_as_the_in_process_store(tmp_path: 
             store.delete(ids[2])
         assert apart.get(ids[1]) == inside.get(ids[1]) and apart.get(ids[2]) is None
         assert apart.list({"user_id": "u_1"}, 5)[0] == inside.list({"user_id": "u_1"}, 5)[0]
+        assert apart.relex() == inside.relex() == 0
         apart.ping()
         apart.flush()
     finally:
