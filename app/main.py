@@ -56,18 +56,23 @@ log = logging.getLogger(__name__)
 
 
 async def _repair_index(container: Container) -> None:
-    """Catch the index up with the database after an unclean stop; the server serves meanwhile."""
+    """Catch the index up with the database after an unclean stop, and rewrite the lexical vectors an older
+    ``lexical.SCHEME`` wrote; the server serves meanwhile."""
     if container.engine.rebuilt:
         log.warning("the index predates hybrid search: rebuilding it from the database in the background")
     try:
-        relexed = await container.engine.relex()
-        if relexed:
-            log.warning("lexical vectors of %d memories rewritten (scheme %s)", relexed, lexical.SCHEME)
         added, removed = await container.memories.repair()
         if added or removed:
             log.warning("index repaired: %d memories re-indexed, %d orphans removed", added, removed)
     except Exception:
         log.exception("index repair failed; run `engram reindex`")
+    # Apart from repair: either failing must not keep the other from running.
+    try:
+        relexed = await container.engine.relex()
+        if relexed:
+            log.warning("lexical vectors of %d memories rewritten (scheme %s)", relexed, lexical.SCHEME)
+    except Exception:
+        log.exception("rewriting the index's lexical vectors failed: the next start tries again (or `engram reindex`)")
 
 
 def create_app(settings: Settings | None = None, *, embedder: Embedder | None = None) -> Litestar:
