@@ -119,9 +119,8 @@ class OnnxMiniLMEmbedder:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
         with self._count_lock:
             self._in_flight += 1
-            session = self._narrow
-            if self._in_flight == 1:
-                session = self._spinning if self.alone is None or self.alone() else self._narrow
+            alone = self._in_flight == 1 and (self.alone is None or self.alone())
+            session = self._spinning if alone else self._narrow
             self.spinning_runs += session is self._spinning and session is not self._narrow
         try:
             hidden = session.run(None, feeds)[0]  # (batch, tokens, 384)

@@ -418,7 +418,7 @@ class EdgeVectorStore:
                 offset=offset, limit=relex.RELEX_PAGE, with_payload=True, with_vector=[hybrid.LEXICAL]
             )
             records, after = self._call(lambda: self._shard.scroll(request))
-            fixes = relex.stale([(str(r.id), r.payload or {}, hybrid.lexical_of(r.vector)) for r in records])
+            fixes = relex.stale(records)
             if write and fixes:
                 vectors = [
                     qe.PointVectors(pid, {hybrid.LEXICAL: qe.SparseVector(sparse.indices, sparse.values)})

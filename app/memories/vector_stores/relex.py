@@ -12,10 +12,11 @@ stopped, the machine lost power) leaves it stale, so the next start sees that an
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from app.memories import lexical
+from app.memories.vector_stores import hybrid
 
 # Points read and rewritten at a time: the edge store holds its write lock over a page, so a page is short.
 RELEX_PAGE = 256
@@ -38,14 +39,14 @@ def relex(fix_page: FixPage) -> int:
     return fixed + count
 
 
-def stale(rows: list[tuple[str, Mapping[str, Any], lexical.Sparse | None]]) -> list[tuple[str, lexical.Sparse]]:
-    """The rows (id, payload, stored lexical vector) whose vector is not what ``lexical`` makes of the payload now,
-    with the vector it makes."""
+def stale(records: Iterable[Any]) -> list[tuple[str, lexical.Sparse]]:
+    """The records (either store's, read with their payload and lexical vector) whose vector is not what ``lexical``
+    makes of the payload now, by id, with the vector it makes."""
     out: list[tuple[str, lexical.Sparse]] = []
-    for point_id, payload, stored in rows:
-        current = lexical.payload_vector(payload)
-        if not same(stored, current):
-            out.append((point_id, current))
+    for record in records:
+        current = lexical.payload_vector(record.payload or {})
+        if not same(hybrid.lexical_of(record.vector), current):
+            out.append((str(record.id), current))
     return out
 
 

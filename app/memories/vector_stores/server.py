@@ -350,7 +350,7 @@ class ServerQdrantStore(Qdrant):
             with_payload=True,
             with_vectors=[hybrid.LEXICAL],
         )
-        fixes = self._stale(records)
+        fixes = relex.stale(records)
         if write and fixes:
             self._rewrite(fixes)
             # Another instance may have written one of these points between our read and our write, and ours would
@@ -358,12 +358,8 @@ class ServerQdrantStore(Qdrant):
             again = self.client.retrieve(
                 self.collection_name, ids=[pid for pid, _ in fixes], with_payload=True, with_vectors=[hybrid.LEXICAL]
             )
-            self._rewrite(self._stale(again))
+            self._rewrite(relex.stale(again))
         return len(fixes), after
-
-    @staticmethod
-    def _stale(records: Sequence[Any]) -> builtins.list[tuple[str, lexical.Sparse]]:
-        return relex.stale([(str(r.id), r.payload or {}, hybrid.lexical_of(r.vector)) for r in records])
 
     def _rewrite(self, fixes: Sequence[tuple[str, lexical.Sparse]]) -> None:
         if fixes:
