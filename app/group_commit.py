@@ -29,6 +29,14 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 STAGE = "db_writer"
 Work = Callable[[AsyncSession], Awaitable[T]]
+# In ``session.info`` while the group's transaction holds SQLite's write lock (BEGIN IMMEDIATE).
+_WRITE_LOCKED = "engram.write_locked"
+
+
+def holds_write_lock(session: AsyncSession) -> bool:
+    """Whether ``session`` is a group commit's, whose transaction holds the database's write lock from its start: no
+    other writer can come between its reads and its writes."""
+    return bool(session.info.get(_WRITE_LOCKED))
 
 
 @dataclass(eq=False)
@@ -97,10 +105,16 @@ class GroupCommit:
                 # Take the write lock now: the first savepoint would otherwise open the transaction itself, and
                 # releasing it would commit (pysqlite only begins before DML).
                 await session.execute(text("BEGIN IMMEDIATE"))
+                session.info[_WRITE_LOCKED] = True
                 for item in group:
                     try:
-                        async with session.begin_nested():
+                        if len(group) == 1:
+                            # Alone, a write needs no savepoint: if it fails, the whole transaction rolls back (two
+                            # statements fewer for a lone write, a fifth of its round trips to SQLite).
                             value = await item.work(session)
+                        else:
+                            async with session.begin_nested():
+                                value = await item.work(session)
                     except StaleDataError as exc:
                         conflict = stale_write()
                         conflict.__cause__ = exc
@@ -109,8 +123,12 @@ class GroupCommit:
                         results.append((item, None, exc))
                     else:
                         results.append((item, value, None))
-                await session.commit()
+                if len(group) == 1 and results[0][2] is not None:
+                    await session.rollback()
+                else:
+                    await session.commit()
                 info = dict(session.info)
+                info.pop(_WRITE_LOCKED, None)
         except BaseException as exc:
             for item in group:
                 if not item.done.done():

@@ -13,6 +13,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from app.accounts.models import User
 from app.db import Database
 from app.errors import Conflict
+from app.group_commit import holds_write_lock
 from app.migrate import upgrade_to_head
 from app.observability.metrics import Metrics
 
@@ -90,10 +91,45 @@ async def test_a_lone_write_that_fails_leaves_none_of_its_rows(sqlite_url: str) 
         await session.flush()
         raise ValueError("refused after writing")
 
+    async def whole(session: AsyncSession) -> None:
+        session.add(User(id="u_whole", email="whole@example.test"))
+
     try:
         with pytest.raises(ValueError, match="refused after writing"):
             await db.write(half_done)
         assert await _users(db) == set()
+        # Alone in its group it had no savepoint: its whole transaction was rolled back, and the next one is clean.
+        await db.write(whole)
+        assert await _users(db) == {"u_whole"}
+    finally:
+        await db.dispose()
+
+
+async def test_a_groups_work_holds_the_write_lock_and_no_other_session_claims_to(sqlite_url: str) -> None:
+    """What lets the quota skip touching the user's row on SQLite: only a group's transaction says it holds the
+    database's write lock, and the after-commit hooks never see the marker."""
+    db = Database(sqlite_url)
+    seen: list[dict[str, object]] = []
+
+    async def hook(info: dict[str, object]) -> None:
+        seen.append(info)
+
+    db.after_commit.append(hook)
+
+    def writer(n: int):  # type: ignore[no-untyped-def]
+        async def work(session: AsyncSession) -> bool:
+            session.add(User(id=f"u_lock{n}", email=f"lock{n}@example.test"))
+            return holds_write_lock(session)
+
+        return work
+
+    try:
+        assert await db.write(writer(0)) is True  # alone in its group
+        assert await asyncio.gather(*(db.write(writer(n)) for n in (1, 2, 3))) == [True, True, True]  # together
+        assert await _users(db) == {"u_lock0", "u_lock1", "u_lock2", "u_lock3"}
+        async with db.session() as session:
+            assert holds_write_lock(session) is False
+        assert seen and all(not any(key.startswith("engram.") for key in info) for info in seen)
     finally:
         await db.dispose()
 

@@ -15,6 +15,7 @@ from app.accounts.models import User
 from app.accounts.principal import Principal
 from app.db import Database, bounded_waits
 from app.errors import QuotaExceeded, RateLimited
+from app.group_commit import holds_write_lock
 from app.memories.models import MemoryRecord
 from app.quotas.limiter import RateLimiter, retry_after_header
 from app.quotas.plans import Plan
@@ -93,14 +94,16 @@ class Quotas:
         """Within the transaction that inserts ``adding`` memories: count and refuse atomically per user.
 
         Touching the user's row first serialises the writers of one user until they commit: a row lock on
-        PostgreSQL, the database's write lock on SQLite (where a read-then-write transaction could not upgrade)."""
+        PostgreSQL, the database's write lock on SQLite (where a read-then-write transaction could not upgrade),
+        unless a group commit's transaction holds that lock already."""
         if adding <= 0:
             return
         plan = await self.plan_for(user_id)
-        await session.execute(
-            update(User).where(User.id == user_id).values(plan=User.plan),
-            execution_options={"synchronize_session": False},
-        )
+        if not holds_write_lock(session):
+            await session.execute(
+                update(User).where(User.id == user_id).values(plan=User.plan),
+                execution_options={"synchronize_session": False},
+            )
         stored = (await session.execute(_stored(user_id))).scalar_one()
         _refuse_beyond(plan, stored, adding)
         self._remember(user_id, stored + adding)
