@@ -8,7 +8,7 @@ from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.models import User
@@ -16,7 +16,6 @@ from app.accounts.principal import Principal
 from app.db import Database, bounded_waits
 from app.errors import QuotaExceeded, RateLimited
 from app.group_commit import holds_write_lock
-from app.memories.models import MemoryRecord
 from app.quotas.limiter import RateLimiter, retry_after_header
 from app.quotas.plans import Plan
 
@@ -86,7 +85,7 @@ class Quotas:
         if seen is not None and seen + adding <= plan.max_memories:
             return
         async with bounded_waits(), self.db.engine.connect() as conn:
-            stored = (await conn.execute(_stored(user_id))).scalar_one()
+            stored = (await conn.execute(_stored(user_id))).scalar_one_or_none() or 0
         self._remember(user_id, stored)
         _refuse_beyond(plan, stored, adding)
 
@@ -104,7 +103,7 @@ class Quotas:
                 update(User).where(User.id == user_id).values(plan=User.plan),
                 execution_options={"synchronize_session": False},
             )
-        stored = (await session.execute(_stored(user_id))).scalar_one()
+        stored = (await session.execute(_stored(user_id))).scalar_one_or_none() or 0
         _refuse_beyond(plan, stored, adding)
         self._remember(user_id, stored + adding)
 
@@ -139,7 +138,9 @@ def _tally_key(user_id: str, unit: str, number: int) -> str:
 
 
 def _stored(user_id: str) -> Any:
-    return select(func.count()).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
+    """The user's live memories: kept on its row by the database's triggers (migration 0056), not counted here (a
+    count scans the user's memories: 20 ms at 200,000, inside the write lock on SQLite)."""
+    return select(User.memories_stored).where(User.id == user_id)
 
 
 def _refuse_beyond(plan: Plan, stored: int, adding: int) -> None:
