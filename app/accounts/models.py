@@ -16,8 +16,8 @@ class User(Base):
     password_hash: Mapped[str | None] = mapped_column(String(255), default=None)
     plan: Mapped[str] = mapped_column(String(32), default="free")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    # Live memories (deleted_at NULL), kept by triggers on ``memories`` (migration 0056) in every writing
-    # transaction; never written by the application. A migration that recreates ``memories`` must recreate them.
+    # SQLite only: live memories (deleted_at NULL), kept by triggers on ``memories`` (migration 0056) in every
+    # writing transaction, never written by the application. 0 on PostgreSQL, where the quota counts rows instead.
     memories_stored: Mapped[int] = mapped_column(default=0, server_default="0")
 
 

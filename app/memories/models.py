@@ -11,7 +11,10 @@ from app.db import BIG_ID, Base, utcnow
 
 
 class MemoryRecord(Base):
-    """The record of a memory. The vector index is derived from these rows and can be rebuilt from them."""
+    """The record of a memory. The vector index is derived from these rows and can be rebuilt from them.
+
+    On SQLite, triggers on this table keep ``users.memories_stored`` (migration 0056): a migration that recreates
+    the table (Alembic's batch mode copies it) must create them again."""
 
     __tablename__ = "memories"
     __table_args__ = (

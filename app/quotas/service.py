@@ -8,7 +8,7 @@ from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.accounts.models import User
@@ -16,6 +16,7 @@ from app.accounts.principal import Principal
 from app.db import Database, bounded_waits
 from app.errors import QuotaExceeded, RateLimited
 from app.group_commit import holds_write_lock
+from app.memories.models import MemoryRecord
 from app.quotas.limiter import RateLimiter, retry_after_header
 from app.quotas.plans import Plan
 
@@ -85,7 +86,7 @@ class Quotas:
         if seen is not None and seen + adding <= plan.max_memories:
             return
         async with bounded_waits(), self.db.engine.connect() as conn:
-            stored = (await conn.execute(_stored(user_id))).scalar_one_or_none() or 0
+            stored = (await conn.execute(_stored(user_id, conn.dialect.name))).scalar_one_or_none() or 0
         self._remember(user_id, stored)
         _refuse_beyond(plan, stored, adding)
 
@@ -103,7 +104,7 @@ class Quotas:
                 update(User).where(User.id == user_id).values(plan=User.plan),
                 execution_options={"synchronize_session": False},
             )
-        stored = (await session.execute(_stored(user_id))).scalar_one_or_none() or 0
+        stored = (await session.execute(_stored(user_id, self.db.engine.dialect.name))).scalar_one_or_none() or 0
         _refuse_beyond(plan, stored, adding)
         self._remember(user_id, stored + adding)
 
@@ -137,10 +138,12 @@ def _tally_key(user_id: str, unit: str, number: int) -> str:
     return f"requests:{user_id}:{unit}{number}"
 
 
-def _stored(user_id: str) -> Any:
-    """The user's live memories: kept on its row by the database's triggers (migration 0056), not counted here (a
-    count scans the user's memories: 20 ms at 200,000, inside the write lock on SQLite)."""
-    return select(User.memories_stored).where(User.id == user_id)
+def _stored(user_id: str, dialect: str) -> Any:
+    """The user's live memories. On SQLite its row holds the number (triggers, migration 0056): a count scans the
+    user's memories (20 ms at 200,000), inside the write lock every tenant's writes share. PostgreSQL counts."""
+    if dialect == "sqlite":
+        return select(User.memories_stored).where(User.id == user_id)
+    return select(func.count()).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
 
 
 def _refuse_beyond(plan: Plan, stored: int, adding: int) -> None:

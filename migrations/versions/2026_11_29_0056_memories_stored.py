@@ -1,9 +1,13 @@
-"""Each user's number of live memories, kept by the database itself (``users.memories_stored``)
+"""Each user's number of live memories, kept by SQLite itself (``users.memories_stored``)
 
-The memory quota counted a user's live memories at every write: an index scan as long as the user's memories (20 ms
-at 200,000 on SQLite, inside the one write lock every tenant's writes share). Triggers on ``memories`` now keep the
-number on the user's row, in the writing transaction, whichever path writes: adds, deletes, imports, sync pushes,
+On SQLite the memory quota counted a user's live memories at every write: an index scan as long as the user's
+memories (20 ms at 200,000), inside the one write lock every tenant's writes share. Triggers on ``memories`` now keep
+the number on the user's row, in the writing transaction, whichever path writes: adds, deletes, imports, sync pushes,
 erasure. Filled from a count here, once.
+
+SQLite only: it has one writer at a time. On PostgreSQL a trigger would lock the user's row from inside a memory's
+write, the reverse of the quota's order (user's row first, then memories): a replace and a delete of the same memory
+could deadlock. There the column stays 0 and the quota counts, which costs that user's writers alone.
 
 Revision ID: 0056_memories_stored
 Revises: 0055_big_event_ids
@@ -44,53 +48,22 @@ _SQLITE = (
     """,
 )
 
-_POSTGRESQL = (
-    """
-    CREATE FUNCTION memories_stored_count() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF TG_OP IN ('DELETE', 'UPDATE') AND OLD.deleted_at IS NULL THEN
-            UPDATE users SET memories_stored = memories_stored - 1 WHERE id = OLD.user_id;
-        END IF;
-        IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.deleted_at IS NULL THEN
-            UPDATE users SET memories_stored = memories_stored + 1 WHERE id = NEW.user_id;
-        END IF;
-        RETURN NULL;
-    END
-    $$
-    """,
-    """
-    CREATE TRIGGER memories_stored_insert_delete AFTER INSERT OR DELETE ON memories
-    FOR EACH ROW EXECUTE FUNCTION memories_stored_count()
-    """,
-    """
-    CREATE TRIGGER memories_stored_update AFTER UPDATE OF deleted_at, user_id ON memories
-    FOR EACH ROW WHEN ((OLD.deleted_at IS NULL) IS DISTINCT FROM (NEW.deleted_at IS NULL)
-                       OR OLD.user_id IS DISTINCT FROM NEW.user_id)
-    EXECUTE FUNCTION memories_stored_count()
-    """,
-)
-
 
 def upgrade() -> None:
     with op.batch_alter_table("users") as batch_op:
         batch_op.add_column(sa.Column("memories_stored", sa.Integer(), nullable=False, server_default="0"))
-    # Lock the table first on PostgreSQL: no memory may be written between the count and the triggers' start.
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
+    if op.get_bind().dialect.name != "sqlite":
+        return
     op.execute(
         "UPDATE users SET memories_stored = (SELECT count(*) FROM memories"
         " WHERE memories.user_id = users.id AND memories.deleted_at IS NULL)"
     )
-    for statement in _POSTGRESQL if op.get_bind().dialect.name == "postgresql" else _SQLITE:
+    for statement in _SQLITE:
         op.execute(statement)
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute("DROP TRIGGER memories_stored_update ON memories")
-        op.execute("DROP TRIGGER memories_stored_insert_delete ON memories")
-        op.execute("DROP FUNCTION memories_stored_count()")
-    else:
+    if op.get_bind().dialect.name == "sqlite":
         for name in ("memories_stored_insert", "memories_stored_delete", "memories_stored_update"):
             op.execute(f"DROP TRIGGER {name}")
     with op.batch_alter_table("users") as batch_op:

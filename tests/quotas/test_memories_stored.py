@@ -1,12 +1,11 @@
-"""The number of live memories on each user's row, which the quota reads instead of counting, is kept by the database:
-it equals a count of the user's live memories after every kind of write, on both databases, and an upgrade fills it
-from the memories already stored."""
+"""On SQLite, the number of live memories on each user's row, which the quota reads instead of counting, is kept by the
+database: it equals a count of the user's live memories after every kind of write, and an upgrade fills it from the
+memories already stored. (PostgreSQL counts: tests/quotas/test_quotas.py runs the quota on both.)"""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,14 +36,11 @@ def _memory(user_id: str, *, deleted: bool = False) -> dict[str, object]:
     }
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "postgres":
-        yield request.getfixturevalue("pg_database_url")
-        return
+@pytest.fixture
+def database_url(tmp_path: Path) -> str:
     url = f"sqlite+aiosqlite:///{tmp_path / 'engram.db'}"
     upgrade_to_head(url)
-    yield url
+    return url
 
 
 async def _stored_and_counted(url: str, users: list[str]) -> list[tuple[int, int]]:
