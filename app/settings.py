@@ -255,7 +255,9 @@ class Settings:
     admission_min_share: int = bounded(8, ge=1)
     # The limit shrinks once a window's median request takes this many times the fastest recent one of its kind:
     # lower keeps requests quicker and refuses more under overload, higher admits more and lets them slow each other.
-    admission_latency_tolerance: float = bounded(1.5, ge=1.1, le=10)
+    # The fastest is a request alone, whose embedding had every core: at 1.5, two requests sharing two cores already
+    # shrank the limit, which then sat at its minimum and the embedder never batched (README, Under load).
+    admission_latency_tolerance: float = bounded(2.0, ge=1.1, le=10)
     # How long a statement waits for SQLite's write lock (the busy timeout) before its request hears 503 with
     # Retry-After: writes hold the lock for milliseconds (app.group_commit), so a longer wait is a stuck or
     # overloaded database, and a client told so at once can retry elsewhere. Background work retries on its own.

@@ -51,7 +51,7 @@ class AdmissionConfig:
     min_limit: int = 2
     max_limit: int = 32
     # How much longer than the fastest recent request of its kind a window's median may take before the limit shrinks.
-    tolerance: float = 1.5
+    tolerance: float = 2.0
     # How long a tenant refused for being over its share is served after the tenants that were not: about as long as
     # the Retry-After it was given.
     over_share_memory: float = 1.0

@@ -28,7 +28,7 @@ class AdaptiveLimit:
     initial: int = 8
     minimum: int = 2
     maximum: int = 64
-    tolerance: float = 1.5
+    tolerance: float = 2.0
     window_seconds: float = 0.25
     # The no-load time of a kind rises by this factor per second when nothing faster is seen.
     drift_per_second: float = 0.02
