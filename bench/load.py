@@ -17,7 +17,9 @@ Steps, ``--duration`` seconds each:
 - 1, 50 and 200 clients spread over the tenants;
 - the noisy neighbour: one tenant with 5 clients alone, then beside another tenant with 150.
 Each prints req/s, p50 and p99 of admitted (2xx) requests, the share refused, other errors, and the CPU seconds of the
-server and of the generator.
+server and of the generator; and, read from /metrics while it runs (of one instance where two share the port), where
+the admission limit sat and how many texts the embedder ran at once. A limit pinned at its minimum while the server
+uses less than the box says that admission, not the cores, holds the throughput back.
 
 ``--config embedded``: one `engram serve` on the embedded defaults (SQLite, qdrant-edge, no Redis).
 ``--config shared``: two `engram serve` instances on one PostgreSQL database and Redis, each with its own embedded
@@ -36,7 +38,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -179,6 +183,8 @@ class Step:
     samples: list[Sample] = field(default_factory=list)
     server_cpu: float = 0.0
     generator_cpu: float = 0.0
+    limits: list[float] = field(default_factory=list)  # engram_admission_limit, read twice a second
+    texts_per_run: float | None = None  # the embedder's mean batch over the step
 
     def of(self, tenant: str | None = None) -> list[Sample]:
         return [s for s in self.samples if tenant is None or s.tenant == tenant]
@@ -420,12 +426,51 @@ async def _admin(sql: str) -> None:
 SEARCH_SHARE = 0.8
 
 
+def _admission_metrics(port: int) -> tuple[float | None, float, float]:
+    """The admission limit and the embedder's batch-size sum and count, from one instance's /metrics."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return None, 0.0, 0.0
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name in ("engram_admission_limit", *(f'engram_stage_batch_size_{k}{{stage="embedder"}}' for k in _SUMS)):
+            found[name] = float(value)
+    sums = [found.get(f'engram_stage_batch_size_{k}{{stage="embedder"}}', 0.0) for k in _SUMS]
+    return found.get("engram_admission_limit"), sums[0], sums[1]
+
+
+_SUMS = ("sum", "count")
+
+
 def measure(deployment: Deployment, name: str, plan: Sequence[Tenant], seconds: float) -> Step:
+    """One closed-loop run. Beside it, the admission limit and the embedder's batches are read from /metrics (of one
+    instance where several share the port): where the limit sits says whether admission or the box holds it back."""
     step = Step(name, seconds)
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            limit, _, _ = _admission_metrics(deployment.port)
+            if limit is not None:
+                step.limits.append(limit)
+
+    _, texts_before, runs_before = _admission_metrics(deployment.port)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     server_before, generator_before = deployment.cpu(), time.process_time()
-    step.samples = asyncio.run(run_clients("127.0.0.1", deployment.port, plan, seconds, search_share=SEARCH_SHARE))
+    try:
+        step.samples = asyncio.run(run_clients("127.0.0.1", deployment.port, plan, seconds, search_share=SEARCH_SHARE))
+    finally:
+        stop.set()
+        watcher.join()
     step.server_cpu = deployment.cpu() - server_before
     step.generator_cpu = time.process_time() - generator_before
+    _, texts_after, runs_after = _admission_metrics(deployment.port)
+    if runs_after > runs_before:
+        step.texts_per_run = (texts_after - texts_before) / (runs_after - runs_before)
     return step
 
 
@@ -450,6 +495,16 @@ def report(step: Step, tenant: str | None = None, label: str | None = None) -> d
         f"generator {step.generator_cpu:5.1f} s",
         flush=True,
     )
+    if step.limits and tenant is None:
+        s["admission_limit_p50"] = statistics.median(step.limits)
+        batch = f", embedder {step.texts_per_run:.2f} texts a run" if step.texts_per_run is not None else ""
+        if step.texts_per_run is not None:
+            s["embedder_texts_per_run"] = step.texts_per_run
+        print(
+            f"{'':<34} admission limit p50 {s['admission_limit_p50']:.0f} "
+            f"(from {min(step.limits):.0f} to {max(step.limits):.0f}){batch}",
+            flush=True,
+        )
     return s
 
 
