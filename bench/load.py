@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -433,16 +435,16 @@ def _admission_metrics(port: int) -> tuple[float | None, float, float]:
             text = response.read().decode()
     except OSError:
         return None, 0.0, 0.0
-    found: dict[str, float] = {}
-    for line in text.splitlines():
-        name, _, value = line.rpartition(" ")
-        if name in ("engram_admission_limit", *(f'engram_stage_batch_size_{k}{{stage="embedder"}}' for k in _SUMS)):
-            found[name] = float(value)
-    sums = [found.get(f'engram_stage_batch_size_{k}{{stage="embedder"}}', 0.0) for k in _SUMS]
-    return found.get("engram_admission_limit"), sums[0], sums[1]
-
-
-_SUMS = ("sum", "count")
+    found = {
+        (sample.name, sample.labels.get("stage")): float(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    return (
+        found.get(("engram_admission_limit", None)),
+        found.get(("engram_stage_batch_size_sum", "embedder"), 0.0),
+        found.get(("engram_stage_batch_size_count", "embedder"), 0.0),
+    )
 
 
 def measure(deployment: Deployment, name: str, plan: Sequence[Tenant], seconds: float) -> Step:
@@ -497,14 +499,12 @@ def report(step: Step, tenant: str | None = None, label: str | None = None) -> d
     )
     if step.limits and tenant is None:
         s["admission_limit_p50"] = statistics.median(step.limits)
-        batch = f", embedder {step.texts_per_run:.2f} texts a run" if step.texts_per_run is not None else ""
+        low, high = min(step.limits), max(step.limits)
+        line = f"admission limit p50 {s['admission_limit_p50']:.0f} (from {low:.0f} to {high:.0f})"
         if step.texts_per_run is not None:
             s["embedder_texts_per_run"] = step.texts_per_run
-        print(
-            f"{'':<34} admission limit p50 {s['admission_limit_p50']:.0f} "
-            f"(from {min(step.limits):.0f} to {max(step.limits):.0f}){batch}",
-            flush=True,
-        )
+            line += f", embedder {step.texts_per_run:.2f} texts a run"
+        print(f"{'':<34} {line}", flush=True)
     return s
 
 
