@@ -86,7 +86,7 @@ class Quotas:
         if seen is not None and seen + adding <= plan.max_memories:
             return
         async with bounded_waits(), self.db.engine.connect() as conn:
-            stored = (await conn.execute(_stored(user_id, conn.dialect.name))).scalar_one_or_none() or 0
+            stored = (await conn.execute(self._stored(user_id))).scalar_one_or_none() or 0
         self._remember(user_id, stored)
         _refuse_beyond(plan, stored, adding)
 
@@ -104,9 +104,16 @@ class Quotas:
                 update(User).where(User.id == user_id).values(plan=User.plan),
                 execution_options={"synchronize_session": False},
             )
-        stored = (await session.execute(_stored(user_id, self.db.engine.dialect.name))).scalar_one_or_none() or 0
+        stored = (await session.execute(self._stored(user_id))).scalar_one_or_none() or 0
         _refuse_beyond(plan, stored, adding)
         self._remember(user_id, stored + adding)
+
+    def _stored(self, user_id: str) -> Any:
+        """The user's live memories. On SQLite its row holds the number (triggers, migration 0056): a count scans the
+        user's memories (20 ms at 200,000), inside the write lock every tenant's writes share. PostgreSQL counts."""
+        if self.db.engine.dialect.name == "sqlite":
+            return select(User.memories_stored).where(User.id == user_id)
+        return select(func.count()).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
 
     def _remember(self, user_id: str, stored: int) -> None:
         self._counts[user_id] = stored
@@ -136,14 +143,6 @@ class Quotas:
 def _tally_key(user_id: str, unit: str, number: int) -> str:
     """The counter of a user's requests in one hour ("h") or minute ("m") since the epoch."""
     return f"requests:{user_id}:{unit}{number}"
-
-
-def _stored(user_id: str, dialect: str) -> Any:
-    """The user's live memories. On SQLite its row holds the number (triggers, migration 0056): a count scans the
-    user's memories (20 ms at 200,000), inside the write lock every tenant's writes share. PostgreSQL counts."""
-    if dialect == "sqlite":
-        return select(User.memories_stored).where(User.id == user_id)
-    return select(func.count()).where(MemoryRecord.user_id == user_id, MemoryRecord.deleted_at.is_(None))
 
 
 def _refuse_beyond(plan: Plan, stored: int, adding: int) -> None:
