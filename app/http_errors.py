@@ -77,11 +77,24 @@ def _in_words(detail: str) -> str:
     return detail
 
 
-def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     status = exc.status_code
     code = _HTTP_CODES.get(status, "error")
     headers = dict(exc.headers or {})
-    return _response(status, {"error": {"code": code, "message": _in_words(exc.detail)}}, headers)
+    message = _too_large(request) if status == 413 else _in_words(exc.detail)
+    return _response(status, {"error": {"code": code, "message": message}}, headers)
+
+
+def _too_large(request: Request[Any, Any, Any]) -> str:
+    """Litestar's 413 says only "Request Entity Too Large": say the limit, which differs by route (an import or a sync
+    push takes more than a memory's add)."""
+    try:
+        limit = request.route_handler.resolve_request_max_body_size()
+    except Exception:  # no route resolved (the error came before routing): say what we can
+        limit = None
+    if not limit:
+        return "the request body is too large"
+    return f"the request body is over the limit of {limit} bytes"
 
 
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

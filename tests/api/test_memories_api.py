@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -297,6 +298,7 @@ def test_oversize_body_answers_413_and_stores_nothing(api: RunningServer) -> Non
         huge = http.post("/v1/memories", json={"content": "x" * 70_000})
         assert huge.status_code == 413
         assert huge.json()["error"]["code"] == "payload_too_large"
+        assert re.search(r"the request body is over the limit of \d+ bytes", huge.json()["error"]["message"])
         too_long = http.post("/v1/memories", json={"content": "y" * 2001})
         assert too_long.status_code == 413
         assert too_long.json()["error"]["code"] == "memory_too_large"
