@@ -45,6 +45,13 @@ def test_dashboard_pages_in_chromium(chromium: Any, api: RunningServer, tmp_path
     page = context.new_page()
     page.set_default_timeout(30_000)
     _sign_up(page)
+    # The bind checkbox sits at the start of its own words' line (inputs fill their field; a checkbox did too, and
+    # floated alone above its label).
+    box = page.locator("[data-test-bind]").bounding_box()
+    words = page.locator("label:has([data-test-bind])").bounding_box()
+    assert box is not None and words is not None
+    assert box["width"] < 40 and abs(box["x"] - words["x"]) < 8, (box, words)
+    assert box["y"] < words["y"] + words["height"] / 2, (box, words)
     page.fill("#f-name", "laptop")
     page.get_by_role("button", name="Create key").click()
     page.wait_for_selector("#new-key:not([hidden])")
