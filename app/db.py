@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -219,6 +220,64 @@ def _hot_reader(url: str) -> AsyncEngine | None:
     return create_async_engine(url, pool_size=4, max_overflow=8, pool_pre_ping=False, pool_timeout=POOL_TIMEOUT_SECONDS)
 
 
+class CommitCounter:
+    """How many commits the database has seen, where it can say so for almost nothing.
+
+    SQLite counts them per file (``PRAGMA data_version`` changes whenever another connection commits), read here on
+    a connection kept for it, inline: two microseconds, against a query through the pool that took about a
+    millisecond of the event loop. An idle server's pollers (the index follower four times a second, the revocation
+    poll twice, the sync links once) look here first and skip their queries while nothing was committed; before,
+    they kept an idle server at about 7% of a core. PostgreSQL keeps no such counter: ``count`` is None there, and
+    the pollers query as before.
+    """
+
+    def __init__(self, url: str) -> None:
+        prefix = "sqlite+aiosqlite:///"
+        self._path = url[len(prefix) :] if url.startswith(prefix) and not url.endswith(":memory:") else None
+        self._conn: sqlite3.Connection | None = None
+
+    def count(self) -> int | None:
+        """The counter now; None when unknown (then a poller must look)."""
+        if self._path is None:
+            return None
+        try:
+            if self._conn is None:
+                # Never writes: its own commits would not move its counter.
+                self._conn = sqlite3.connect(self._path, timeout=1, isolation_level=None, check_same_thread=False)
+                self._conn.execute("PRAGMA query_only=ON")
+            row = self._conn.execute("PRAGMA data_version").fetchone()
+        except sqlite3.Error:
+            log.debug("could not read the database's commit counter", exc_info=True)
+            self.close()
+            return None
+        return int(row[0])
+
+    def watch(self) -> CommitWatch:
+        return CommitWatch(self)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class CommitWatch:
+    """One poller's view of ``CommitCounter``: ``moved()`` says whether it must look again, ``seen()`` records that
+    it has (only after a look that succeeded, so a failed one is tried again at the next turn)."""
+
+    def __init__(self, counter: CommitCounter) -> None:
+        self._counter = counter
+        self._now: int | None = None
+        self._seen: int | None = None
+
+    def moved(self) -> bool:
+        self._now = self._counter.count()
+        return self._now is None or self._now != self._seen
+
+    def seen(self) -> None:
+        self._seen = self._now
+
+
 class Database:
     """Owns the engine and hands out sessions; created once in the lifespan."""
 
@@ -239,6 +298,7 @@ class Database:
         self._inline_reader = _inline_sqlite_reader(url)
         self._hot_reader = _hot_reader(url)
         self._threaded_writer = _threaded_sqlite_writer(url, busy_timeout)
+        self.commits = CommitCounter(url)
         self._group = (
             GroupCommit(self.sessionmaker, self._after_commit, probe=probe)
             if url.startswith("sqlite") and not url.endswith(":memory:")
@@ -348,3 +408,4 @@ class Database:
             self._inline_reader.dispose()
         if self._threaded_writer is not None:
             self._threaded_writer.dispose()
+        self.commits.close()

@@ -225,16 +225,19 @@ class Revocations:
         """Fire for every revocation row committed since this server started, wherever it was written."""
         assert self._db is not None
         cursor: RevocationCursor | None = None
+        commits = self._db.commits.watch()  # nothing committed since the last look: no revocation either
         while True:
             try:
                 if cursor is None:
                     async with self._db.engine.connect() as conn:
                         top = (await conn.execute(select(func.max(CredentialRevocation.id)))).scalar()
                     cursor = RevocationCursor(int(top or 0))
-                rows = await self._read_since(cursor.floor)
-                users = dict(rows)
-                for row_id in cursor.take(list(users), time.monotonic()):
-                    self._fire(users[row_id])
+                if commits.moved():
+                    rows = await self._read_since(cursor.floor)
+                    users = dict(rows)
+                    for row_id in cursor.take(list(users), time.monotonic()):
+                        self._fire(users[row_id])
+                    commits.seen()
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -68,6 +68,8 @@ class ProjectWatcher:
         self._pending: dict[Key, _Pending] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # The timed refresh reads the projects again only once something was committed.
+        self._commits = projects.db.commits.watch()
 
     async def start(self) -> None:
         """Start watching; every project is reconciled first (what changed while the server was down)."""
@@ -166,7 +168,9 @@ class ProjectWatcher:
 
     async def _refresh_quietly(self) -> None:
         try:
-            await self.refresh()
+            if self._commits.moved():
+                await self.refresh()
+                self._commits.seen()
         except Exception:
             log.exception("could not reload the registered projects")
 

@@ -107,10 +107,13 @@ class LogFollower:
     async def run(self) -> None:
         if self.seq is None:
             await self.start()
+        commits = self.db.commits.watch()  # nothing committed since the last look: nothing to read
         while True:
             try:
-                while await self.step() == PAGE:
-                    pass
+                if commits.moved():
+                    while await self.step() == PAGE:
+                        pass
+                    commits.seen()
             except Exception:
                 log.exception("following the change log failed; retrying")
             await anyio.sleep(self.interval)

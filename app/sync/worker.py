@@ -300,6 +300,9 @@ class SyncWorker:
     def __init__(self, context: SyncContext) -> None:
         self.context = context
         self.runners: dict[str, asyncio.Task[None]] = {}
+        # The links as last read, read again only once something was committed (an idle server skips the query).
+        self._links: dict[str, SyncLink] = {}
+        self._commits = context.db.commits.watch()
 
     async def run(self) -> None:
         async with timeouts.client(self.context.settings) as http:
@@ -316,8 +319,11 @@ class SyncWorker:
                 await asyncio.gather(*self.runners.values(), return_exceptions=True)
 
     async def _reconcile(self, http: httpx.AsyncClient) -> None:
-        async with self.context.db.session() as session:
-            current = {link.id: link for link in await links.all_links(session)}
+        if self._commits.moved():
+            async with self.context.db.session() as session:
+                self._links = {link.id: link for link in await links.all_links(session)}
+            self._commits.seen()
+        current = self._links
         for link_id in list(self.runners):
             if link_id not in current:
                 self.runners.pop(link_id).cancel()
