@@ -242,8 +242,9 @@ class CommitCounter:
             return None
         try:
             if self._conn is None:
-                # Never writes: its own commits would not move its counter.
-                self._conn = sqlite3.connect(self._path, timeout=1, isolation_level=None, check_same_thread=False)
+                # Never writes: its own commits would not move its counter. Never waits either (it runs on the event
+                # loop): a database busy recovering or resetting its log is a None, and the poller looks as before.
+                self._conn = sqlite3.connect(self._path, timeout=0, isolation_level=None, check_same_thread=False)
                 self._conn.execute("PRAGMA query_only=ON")
             row = self._conn.execute("PRAGMA data_version").fetchone()
         except sqlite3.Error:
