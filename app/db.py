@@ -184,10 +184,20 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+_SQLITE_FILE = "sqlite+aiosqlite:///"
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The file of an embedded database's URL (aiosqlite on a file); None for any other (in-memory, a server)."""
+    if not url.startswith(_SQLITE_FILE) or url.endswith(":memory:"):
+        return None
+    return url[len(_SQLITE_FILE) :]
+
+
 def _threaded_sqlite_writer(url: str, busy_timeout: float) -> Engine | None:
     """A synchronous engine on the same SQLite file, for short transactions run whole on a worker thread (see
     Database.transact)."""
-    if not url.startswith("sqlite+aiosqlite:///") or url.endswith(":memory:"):
+    if _sqlite_file(url) is None:
         return None
     writer = create_sync_engine(url.replace("sqlite+aiosqlite", "sqlite", 1), connect_args={"timeout": busy_timeout})
     event.listen(writer, "connect", _sqlite_pragmas)
@@ -196,7 +206,7 @@ def _threaded_sqlite_writer(url: str, busy_timeout: float) -> Engine | None:
 
 def _inline_sqlite_reader(url: str) -> Engine | None:
     """A synchronous engine on the same SQLite file, for point reads on the hot path (see Database.first)."""
-    if not url.startswith("sqlite+aiosqlite:///") or url.endswith(":memory:"):
+    if _sqlite_file(url) is None:
         return None
     reader = create_sync_engine(url.replace("sqlite+aiosqlite", "sqlite", 1), connect_args={"timeout": 1})
 
@@ -232,8 +242,7 @@ class CommitCounter:
     """
 
     def __init__(self, url: str) -> None:
-        prefix = "sqlite+aiosqlite:///"
-        self._path = url[len(prefix) :] if url.startswith(prefix) and not url.endswith(":memory:") else None
+        self._path = _sqlite_file(url)
         self._conn: sqlite3.Connection | None = None
 
     def count(self) -> int | None:
