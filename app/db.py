@@ -28,7 +28,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
 from app.admission.probe import StageProbe
@@ -310,17 +310,18 @@ class Database:
         self._threaded_writer = _threaded_sqlite_writer(url, busy_timeout)
         self.commits = CommitCounter(url)
         self._group = (
-            GroupCommit(self.sessionmaker, self._after_commit, probe=probe)
-            if url.startswith("sqlite") and not url.endswith(":memory:")
+            GroupCommit(sessionmaker(self._threaded_writer, expire_on_commit=False), self._after_commit, probe=probe)
+            if self._threaded_writer is not None
             else None
         )
 
     async def write(self, work: Work[T]) -> T:
-        """Run ``work(session)`` as one write: on SQLite in the next group commit (see ``app.group_commit``), a
-        savepoint of its own; elsewhere in a transaction of its own. Either way it is committed when this returns."""
+        """Run ``work(session)``, synchronous statements on a session, as one write: on an embedded database in the
+        next group commit (see ``app.group_commit``), a savepoint of its own, on a worker thread; elsewhere in a
+        transaction of its own. Either way it is committed when this returns."""
         if self._group is None:
             async with self.session() as session:
-                return await work(session)
+                return await session.run_sync(work)
         async with refusing_bad_values(), bounded_waits():
             return await self._group.write(work)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from app.accounts.models import User
@@ -44,9 +46,9 @@ async def test_writes_arriving_together_commit_in_one_group_and_a_failing_one_ro
     db = Database(sqlite_url, probe=metrics)
 
     def writer(n: int):  # type: ignore[no-untyped-def]
-        async def work(session: AsyncSession) -> str:
+        def work(session: Session) -> str:
             session.add(User(id=f"u_{n}", email=f"{n}@example.test"))
-            await session.flush()
+            session.flush()
             if n == 7:
                 raise ValueError("seven refuses")
             return f"u_{n}"
@@ -67,7 +69,7 @@ async def test_writes_arriving_together_commit_in_one_group_and_a_failing_one_ro
 async def test_a_lone_write_commits_at_once_and_a_conflict_is_its_callers_alone(sqlite_url: str) -> None:
     db = Database(sqlite_url)
 
-    async def add(session: AsyncSession) -> None:
+    def add(session: Session) -> None:
         session.add(User(id="u_dup", email="dup@example.test"))
 
     try:
@@ -86,12 +88,12 @@ async def test_a_lone_write_that_fails_leaves_none_of_its_rows(sqlite_url: str) 
     """A write that fails after its statements ran (a refusal found late, as a quota's) undoes all it wrote."""
     db = Database(sqlite_url)
 
-    async def half_done(session: AsyncSession) -> None:
+    def half_done(session: Session) -> None:
         session.add(User(id="u_half", email="half@example.test"))
-        await session.flush()
+        session.flush()
         raise ValueError("refused after writing")
 
-    async def whole(session: AsyncSession) -> None:
+    def whole(session: Session) -> None:
         session.add(User(id="u_whole", email="whole@example.test"))
 
     try:
@@ -117,7 +119,7 @@ async def test_a_groups_work_holds_the_write_lock_and_no_other_session_claims_to
     db.after_commit.append(hook)
 
     def writer(n: int):  # type: ignore[no-untyped-def]
-        async def work(session: AsyncSession) -> bool:
+        def work(session: Session) -> bool:
             session.add(User(id=f"u_lock{n}", email=f"lock{n}@example.test"))
             return holds_write_lock(session)
 
@@ -137,7 +139,7 @@ async def test_a_groups_work_holds_the_write_lock_and_no_other_session_claims_to
 async def test_a_lone_write_that_loses_a_version_race_hears_conflict(sqlite_url: str) -> None:
     db = Database(sqlite_url)
 
-    async def stale(session: AsyncSession) -> None:
+    def stale(session: Session) -> None:
         session.add(User(id="u_stale", email="stale@example.test"))
         raise StaleDataError("the row changed underneath")
 
@@ -145,5 +147,56 @@ async def test_a_lone_write_that_loses_a_version_race_hears_conflict(sqlite_url:
         with pytest.raises(Conflict, match="changed by another request"):
             await db.write(stale)
         assert await _users(db) == set()
+    finally:
+        await db.dispose()
+
+
+async def test_a_groups_transaction_runs_off_the_event_loop(sqlite_url: str) -> None:
+    """The works run on a worker thread: a slow one (a big flush, a disk that stalls a commit) never stops the other
+    requests' turns on the loop."""
+    db = Database(sqlite_url)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    def slow(session: Session) -> None:
+        session.add(User(id="u_slow", email="slow@example.test"))
+        time.sleep(0.5)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await db.write(slow)
+        assert ticks >= 10  # about 50 turns of the loop while the write slept on its thread; 0 if it ran on the loop
+        assert await _users(db) == {"u_slow"}
+    finally:
+        ticker.cancel()
+        await db.dispose()
+
+
+@pytest.mark.postgres
+async def test_on_postgres_a_write_is_a_transaction_of_its_own(pg_database_url: str) -> None:
+    db = Database(pg_database_url)
+    tag = uuid.uuid4().hex[:8]
+
+    def add(session: Session) -> str:
+        session.add(User(id=f"u_pg{tag}", email=f"pg{tag}@example.test"))
+        session.flush()
+        return f"u_pg{tag}"
+
+    def refused(session: Session) -> None:
+        session.add(User(id=f"u_no{tag}", email=f"no{tag}@example.test"))
+        session.flush()
+        raise ValueError("refused after writing")
+
+    try:
+        assert await db.write(add) == f"u_pg{tag}"
+        with pytest.raises(ValueError, match="refused after writing"):
+            await db.write(refused)
+        users = await _users(db)
+        assert f"u_pg{tag}" in users and f"u_no{tag}" not in users
     finally:
         await db.dispose()

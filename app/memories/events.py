@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.accounts.principal import Principal
 from app.identity import Identity
@@ -13,7 +14,7 @@ from app.memories.models import MemoryEvent, MemoryRecord
 from app.memories.schemas import MemoryPatch
 
 
-def log_added(session: AsyncSession, principal: Principal, records: Sequence[MemoryRecord]) -> None:
+def log_added(session: Session | AsyncSession, principal: Principal, records: Sequence[MemoryRecord]) -> None:
     """Record the ADD of new memory rows, in the transaction that writes them."""
     session.add_all(
         MemoryEvent(

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.accounts.principal import Principal
 from app.db import utcnow
@@ -120,16 +121,7 @@ class MemoryWrites(MemoryServiceBase):
                         _new_record(principal, outcome.id, outcome.content, item, who, scope, visibility, role, now)
                     )
 
-            async def store(session: AsyncSession) -> None:
-                if self.quotas is not None:
-                    await self.quotas.reserve_memories(session, principal.user_id, len(records))
-                self._stamp(records)
-                session.add_all(records)
-                await session.flush()
-                log_added(session, principal, records)
-                await self._log(session, records, "upsert")
-
-            await self.db.write(store)
+            await self.db.write(await self._storing(principal, records))
         except BaseException:
             await self._unindex(principal.user_id, indexed)
             raise
@@ -137,6 +129,24 @@ class MemoryWrites(MemoryServiceBase):
         if self.metrics is not None:
             self.metrics.memories_added.inc(len(records))
         return [CreatedMemory(**to_out(r).model_dump(), event="ADD") for r in records]
+
+    async def _storing(self, principal: Principal, records: Sequence[MemoryRecord]) -> Callable[[Session], None]:
+        """The write that stores new memory rows: within the plan's quota, stamped, with their ADD events and their
+        change-log entries. It runs on a worker thread (``Database.write``): what needs the event loop (the plan) is
+        read here first."""
+        plan = await self.quotas.plan_for(principal.user_id) if self.quotas is not None else None
+
+        def store(session: Session) -> None:
+            if self.quotas is not None and plan is not None:
+                self.quotas.reserve_memories_within(session, plan, principal.user_id, len(records))
+            self._stamp(records)
+            session.add_all(records)
+            session.flush()
+            log_added(session, principal, records)
+            if self.changes is not None:
+                self.changes.append_within(session, records, "upsert")
+
+        return store
 
     async def _unindex(self, user_id: str, ids: Sequence[str]) -> None:
         for memory_id in ids:
@@ -258,16 +268,7 @@ class MemoryWrites(MemoryServiceBase):
             async with self.db.session() as session:
                 await self.engine.upsert(await with_context(session, fresh))
 
-            async def store(session: AsyncSession) -> None:
-                if self.quotas is not None:
-                    await self.quotas.reserve_memories(session, principal.user_id, len(fresh))
-                self._stamp(fresh)
-                session.add_all(fresh)
-                await session.flush()
-                log_added(session, principal, fresh)
-                await self._log(session, fresh, "upsert")
-
-            await self.db.write(store)
+            await self.db.write(await self._storing(principal, fresh))
         except BaseException:
             await self._purge_quietly([r.id for r in fresh])
             raise

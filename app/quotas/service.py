@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.accounts.models import User
 from app.accounts.principal import Principal
@@ -91,6 +92,13 @@ class Quotas:
         _refuse_beyond(plan, stored, adding)
 
     async def reserve_memories(self, session: AsyncSession, user_id: str, adding: int) -> None:
+        """``reserve_memories_within`` on an async session, with the user's plan."""
+        if adding <= 0:
+            return
+        plan = await self.plan_for(user_id)
+        await session.run_sync(self.reserve_memories_within, plan, user_id, adding)
+
+    def reserve_memories_within(self, session: Session, plan: Plan, user_id: str, adding: int) -> None:
         """Within the transaction that inserts ``adding`` memories: count and refuse atomically per user.
 
         Touching the user's row first serialises the writers of one user until they commit: a row lock on
@@ -98,13 +106,12 @@ class Quotas:
         unless a group commit's transaction holds that lock already."""
         if adding <= 0:
             return
-        plan = await self.plan_for(user_id)
         if not holds_write_lock(session):
-            await session.execute(
+            session.execute(
                 update(User).where(User.id == user_id).values(plan=User.plan),
                 execution_options={"synchronize_session": False},
             )
-        stored = (await session.execute(self._stored(user_id))).scalar_one_or_none() or 0
+        stored = session.execute(self._stored(user_id)).scalar_one_or_none() or 0
         _refuse_beyond(plan, stored, adding)
         self._remember(user_id, stored + adding)
 

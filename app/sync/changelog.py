@@ -19,6 +19,7 @@ import anyio
 from sqlalchemy import Table, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.db import Database, utcnow
 from app.memories.models import MemoryRecord, StoredMemory
@@ -79,10 +80,21 @@ class ChangeLog:
         *,
         source: str | None = None,
     ) -> None:
+        """``append_within`` on an async session."""
+        await session.run_sync(self.append_within, records, op, source=source)
+
+    def append_within(
+        self,
+        session: Session,
+        records: Sequence[StoredMemory],
+        op: Op | Sequence[Op],
+        *,
+        source: str | None = None,
+    ) -> None:
         """Append one change per record, as the last statements of the transaction (which the caller commits)."""
         ops = [op] * len(records) if isinstance(op, str) else list(op)
-        await session.flush()  # the memory rows first: a version conflict surfaces here (Database.session)
-        await hold_commit_order(session)
+        session.flush()  # the memory rows first: a version conflict surfaces here (Database.session)
+        hold_commit_order(session)
         now = utcnow()
         rows = [
             {
@@ -98,7 +110,7 @@ class ChangeLog:
             for r, record_op in zip(records, ops, strict=True)
         ]
         if rows:  # one statement for the lot (the ORM would insert row by row to learn each new position)
-            await (await session.connection()).execute(insert(cast(Table, MemoryChange.__table__)), rows)
+            session.connection().execute(insert(cast(Table, MemoryChange.__table__)), rows)
 
     def committed(self) -> None:
         """Called after the transaction committed: wake the pushers and long-polls of this process."""
@@ -131,11 +143,11 @@ class ChangeLog:
                     del self._guards[memory_id]
 
 
-async def hold_commit_order(session: AsyncSession) -> None:
+def hold_commit_order(session: Session) -> None:
     """Take the lock that orders log positions by commit (PostgreSQL; SQLite serialises writers itself)."""
     bind = session.bind
     if bind is not None and bind.dialect.name == "postgresql":
-        await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _COMMIT_ORDER_LOCK})
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _COMMIT_ORDER_LOCK})
 
 
 async def head(session: AsyncSession) -> int:

@@ -113,7 +113,7 @@ async def test_log_positions_are_taken_in_commit_order_on_postgres(
 
         async def first() -> None:
             async with db.session() as session:
-                await hold_commit_order(session)
+                await session.run_sync(hold_commit_order)
                 session.add(row("first"))
                 await session.flush()
                 first_ready.set()
@@ -121,7 +121,7 @@ async def test_log_positions_are_taken_in_commit_order_on_postgres(
 
         async def second() -> None:
             async with db.session() as session:
-                await hold_commit_order(session)
+                await session.run_sync(hold_commit_order)
                 session.add(row("second"))
 
         async def visible() -> list[str]:
