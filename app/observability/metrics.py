@@ -5,7 +5,6 @@ Labels are bounded sets only: route templates (never raw paths), HTTP methods, s
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -120,7 +119,6 @@ class Metrics:
             "Objects left out of garbage collection since start-up finished (`engram serve`; 0 elsewhere).",
             registry=registry,
         )
-        self.gc_frozen.set_function(lambda: float(gc.get_freeze_count()))
 
     # --- app.admission's probes ---
 
