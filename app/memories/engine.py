@@ -27,7 +27,7 @@ from app.memories.points import (
     to_indexed,
     to_payload,
 )
-from app.memories.query_vectors import SEARCHING_AS, QueryVectors
+from app.memories.query_vectors import SEARCHING_AS, STORED_VECTOR, QueryVectors
 
 if TYPE_CHECKING:
     from mem0 import Memory
@@ -345,7 +345,9 @@ class MemoryEngine:
     def _update(
         self, user_id: str, memory_id: str, content: str | None, tags: list[str] | None, metadata: dict[str, Any] | None
     ) -> None:
-        if self._owned(user_id, memory_id) is None:
+        # When the text stays, its vector too: mem0 would embed the text again (STORED_VECTOR).
+        stored = self._owned_with_vector(user_id, memory_id) if content is None else None
+        if stored is None and self._owned(user_id, memory_id) is None:
             raise NotFound("memory not found")
         if content is not None:
             require_text(content, "content")
@@ -356,12 +358,15 @@ class MemoryEngine:
             fields["meta"] = clean_metadata(metadata)
         if content is None and not fields:
             return
+        token = STORED_VECTOR.set(stored)
         try:
             self._memory.update(memory_id, text=content, metadata=fields or None)
         except ValueError:
             if self._owned(user_id, memory_id) is None:  # deleted meanwhile
                 raise NotFound("memory not found") from None
             raise
+        finally:
+            STORED_VECTOR.reset(token)
 
     def _delete(self, user_id: str, memory_id: str) -> None:
         if self._owned(user_id, memory_id) is None:
@@ -404,6 +409,20 @@ class MemoryEngine:
 
     def _ping(self) -> None:
         self._store.ping()
+
+    def _owned_with_vector(self, user_id: str, memory_id: str) -> tuple[str, list[float]] | None:
+        """The text and dense vector of the tenant's point ``memory_id``; None if absent, another tenant's, or
+        without text or vector."""
+        if not is_uuid(memory_id):
+            return None
+        found = self._store.vectors([memory_id]).get(memory_id)
+        if found is None:
+            return None
+        payload, vector = found
+        text = payload.get("data")
+        if payload.get("user_id") != user_id or not isinstance(text, str):
+            return None
+        return text, vector
 
     def _owned(self, user_id: str, memory_id: str) -> Any:
         if not is_uuid(memory_id):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.errors import AppError, ServiceUnavailable, ValidationFailed
 from app.memories.embedder import Embedder
-from app.memories.query_vectors import SEARCHING_AS, QueryVectors
+from app.memories.query_vectors import SEARCHING_AS, STORED_VECTOR, QueryVectors
 
 if TYPE_CHECKING:
     from mem0 import Memory
@@ -245,6 +245,9 @@ def _mem0_embedder_class() -> type:
             tenant = SEARCHING_AS.get()
             if memory_action == "search" and tenant is not None and self._queries is not None:
                 return self._queries.vector(tenant, text, self._embedder.embed)
+            stored = STORED_VECTOR.get()
+            if memory_action == "update" and stored is not None and stored[0] == text:
+                return list(stored[1])
             return self._embedder.embed(text)
 
         def embed_batch(self, texts: Sequence[str], memory_action: str = "add") -> list[list[float]]:

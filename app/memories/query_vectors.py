@@ -17,6 +17,9 @@ from contextvars import ContextVar
 
 # The tenant a search runs for; the engine sets it around each search (mem0 embeds the query on the same thread).
 SEARCHING_AS: ContextVar[str | None] = ContextVar("engram_searching_as", default=None)
+# A memory's text and the vector the index holds for it, set by the engine around an update that keeps the text:
+# mem0 embeds the unchanged text again for a tags or metadata change (a model run for nothing), and gets this instead.
+STORED_VECTOR: ContextVar[tuple[str, list[float]] | None] = ContextVar("engram_stored_vector", default=None)
 
 
 class QueryVectors:
