@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,27 +11,10 @@ import pytest
 from app.memories.embedder import OnnxMiniLMEmbedder
 from app.memories.engine import MemoryEngine
 from app.memories.query_vectors import QueryVectors
+from tests.memories.test_engine_contract import CountingEmbedder as Counting
 from tests.memories.test_engine_contract import add
 
 pytestmark = pytest.mark.anyio
-
-
-class Counting:
-    """The real model, counting the texts it embeds."""
-
-    def __init__(self, inner: OnnxMiniLMEmbedder) -> None:
-        self.inner = inner
-        self.dims = inner.dims
-        self.model_id = inner.model_id
-        self.texts: list[str] = []
-
-    def embed(self, text: str) -> list[float]:
-        self.texts.append(text)
-        return self.inner.embed(text)
-
-    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
-        self.texts.extend(texts)
-        return self.inner.embed_batch(texts)
 
 
 @pytest.fixture
