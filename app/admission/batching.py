@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.admission.probe import NoProbe, StageProbe
-from app.memories.embedder import Embedder
+from app.memories.embedder import BATCH_CHUNK, Embedder
 
 STAGE = "embedder"
 
@@ -70,7 +70,10 @@ class BatchingEmbedder:
         return job.vector
 
     def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
-        """A caller's own batch (an add of many memories) is one model run already."""
+        """A caller's own batch (an add of many memories, an import, a document) is model runs of its own, which the
+        probe counts as the model makes them: chunks of at most ``BATCH_CHUNK`` texts."""
+        for start in range(0, len(texts), BATCH_CHUNK):
+            self.probe.batch(STAGE, min(BATCH_CHUNK, len(texts) - start))
         return self.inner.embed_batch(texts)
 
     def _run(self, jobs: list[_Job]) -> None:

@@ -93,8 +93,11 @@ class MemoryEdits(MemoryServiceBase):
                     if promotion is not None:
                         scope, key, role, detail = promotion
                         record.scope, record.visibility, record.role = scope, key, role
-                        # The point's visibility key changes, so the whole point is written again.
-                        await self.engine.upsert(await with_context(session, [record]))
+                        # The point's visibility key changes, so the whole point is written again; with the vector
+                        # it has when the text stays (embedding the same text again would be a model run for nothing).
+                        kept = await self.engine.vectors([record.id]) if patch.content is None else {}
+                        vectors = {i: v for i, (point, v) in kept.items() if point.content == record.content}
+                        await self.engine.upsert(await with_context(session, [record]), vectors)
                         session.add(history_event(record, "PROMOTE", actor, detail=detail))
                 records = [record for record, _, _ in planned]
                 self._stamp(records)

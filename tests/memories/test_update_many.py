@@ -55,3 +55,27 @@ def test_update_many_changes_every_memory_or_none(api: RunningServer) -> None:
     assert state() == ([["old", "boats"]] * 3, sorted(ids))
     events = [[e.event for e in api.run(service.history(me, None, i)).history] for i in ids]
     assert events == [["ADD", "UPDATE"], ["ADD", "UPDATE", "PROMOTE"], ["ADD", "UPDATE"]]
+
+
+def test_widening_a_memory_keeps_its_vector_and_runs_no_model(api: RunningServer) -> None:
+    """A PROMOTE writes the whole point again under its new reach; its text has not changed, so neither has its
+    vector: the model does not run (``engram_stage_batch_size{stage="embedder"}`` counts every text it embeds)."""
+    service = api.container.memories
+    me = _principal(api)
+    texts = api.container.metrics.stage_batch_size.labels("embedder")._sum
+    (memory,) = api.run(service.add(me, None, [MemoryIn(content="ferry leaves at nine", session="trip", agent="a")]))
+    before = api.run(api.container.memories.engine.vectors([memory.id]))[memory.id][1]
+    embedded = texts.get()
+
+    widened = api.run(service.update(me, None, memory.id, MemoryPatch(scope="user")))
+
+    assert texts.get() == embedded
+    assert widened.scope == "user"
+    assert api.run(api.container.memories.engine.vectors([memory.id]))[memory.id][1] == before
+    hits = api.run(service.search(me, None, SearchIn(query="ferry", threshold=0)))
+    assert [h.id for h in hits] == [memory.id]  # found from outside the session now
+    # Widened with a new text, it is embedded once.
+    (other,) = api.run(service.add(me, None, [MemoryIn(content="ferry returns at six", session="trip", agent="a")]))
+    embedded = texts.get()
+    api.run(service.update(me, None, other.id, MemoryPatch(scope="user", content="ferry returns at seven")))
+    assert texts.get() == embedded + 1
