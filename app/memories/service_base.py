@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.accounts.principal import Principal
 from app.db import Database
@@ -118,8 +119,11 @@ class MemoryServiceBase:
     async def _log(
         self, session: AsyncSession, records: Sequence[MemoryRecord], op: Literal["upsert", "delete"]
     ) -> None:
+        await session.run_sync(self._log_within, records, op)
+
+    def _log_within(self, session: Session, records: Sequence[MemoryRecord], op: Literal["upsert", "delete"]) -> None:
         if self.changes is not None:
-            await self.changes.append(session, records, op)
+            self.changes.append_within(session, records, op)
 
     def _committed(self) -> None:
         if self.changes is not None:

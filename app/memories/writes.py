@@ -143,8 +143,7 @@ class MemoryWrites(MemoryServiceBase):
             session.add_all(records)
             session.flush()
             log_added(session, principal, records)
-            if self.changes is not None:
-                self.changes.append_within(session, records, "upsert")
+            self._log_within(session, records, "upsert")
 
         return store
 

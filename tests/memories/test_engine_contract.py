@@ -27,17 +27,40 @@ pytestmark = pytest.mark.anyio
 Opener = Callable[[], MemoryEngine]
 
 
+class CountingEmbedder:
+    """The real embedder, counting the texts it is asked to embed (nothing stands in for it)."""
+
+    def __init__(self, inner: OnnxMiniLMEmbedder) -> None:
+        self.inner = inner
+        self.dims = inner.dims
+        self.model_id = inner.model_id
+        self.texts: list[str] = []
+
+    def embed(self, text: str) -> list[float]:
+        self.texts.append(text)
+        return self.inner.embed(text)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return self.inner.embed_batch(texts)
+
+
+@pytest.fixture
+def counting(embedder: OnnxMiniLMEmbedder) -> CountingEmbedder:
+    return CountingEmbedder(embedder)
+
+
 @pytest.fixture(params=["edge", "edge-process", "local"])
-def open_engine(request: pytest.FixtureRequest, tmp_path: Path, embedder: OnnxMiniLMEmbedder) -> Iterator[Opener]:
+def open_engine(request: pytest.FixtureRequest, tmp_path: Path, counting: CountingEmbedder) -> Iterator[Opener]:
     """Opens (and reopens) an engine on the same data; closes whatever it opened. ``edge-process``: the embedded
-    index in a process of its own, as ``engram serve`` runs it."""
+    index in a process of its own, as ``engram serve`` runs it. The engines embed with ``counting``."""
     opened: list[MemoryEngine] = []
 
     def opener() -> MemoryEngine:
         extra: dict[str, Any] = {"qdrant_local_path": tmp_path / "qdrant-local"} if request.param == "local" else {}
         if request.param == "edge-process":
             extra["index_process"] = True
-        engine = MemoryEngine.open(data_dir=tmp_path / "data", embedder=embedder, **extra)
+        engine = MemoryEngine.open(data_dir=tmp_path / "data", embedder=counting, **extra)
         opened.append(engine)
         return engine
 
@@ -217,57 +240,30 @@ async def test_update_changes_content_and_search(engine: MemoryEngine) -> None:
         await engine.update(user_id="u_1", memory_id=memory_id, content="  ", tags=None, metadata=None)
 
 
-class CountingEmbedder:
-    """The real embedder, counting the texts it is asked to embed (nothing stands in for it)."""
-
-    def __init__(self, inner: OnnxMiniLMEmbedder) -> None:
-        self.inner = inner
-        self.dims = inner.dims
-        self.model_id = inner.model_id
-        self.texts: list[str] = []
-
-    def embed(self, text: str) -> list[float]:
-        self.texts.append(text)
-        return self.inner.embed(text)
-
-    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
-        self.texts.extend(texts)
-        return self.inner.embed_batch(texts)
-
-
-@pytest.mark.parametrize("store", ["edge", "edge-process", "local"])
 async def test_a_tags_or_metadata_update_keeps_the_vector_and_embeds_nothing(
-    store: str, tmp_path: Path, embedder: OnnxMiniLMEmbedder
+    engine: MemoryEngine, counting: CountingEmbedder
 ) -> None:
-    counting = CountingEmbedder(embedder)
-    extra: dict[str, Any] = {"qdrant_local_path": tmp_path / "qdrant-local"} if store == "local" else {}
-    if store == "edge-process":
-        extra["index_process"] = True
-    engine = MemoryEngine.open(data_dir=tmp_path / "data", embedder=counting, **extra)
-    try:
-        memory_id = await add(engine, "Favourite editor is vim", tags=["tools"])
-        before = (await engine.vectors([memory_id]))[memory_id][1]
-        counting.texts.clear()
+    memory_id = await add(engine, "Favourite editor is vim", tags=["tools"])
+    before = (await engine.vectors([memory_id]))[memory_id][1]
+    counting.texts.clear()
 
-        await engine.update(user_id="u_1", memory_id=memory_id, content=None, tags=["editors"], metadata={"v": 2})
+    await engine.update(user_id="u_1", memory_id=memory_id, content=None, tags=["editors"], metadata={"v": 2})
 
-        assert counting.texts == []
-        memory, vector = (await engine.vectors([memory_id]))[memory_id]
-        assert (memory.content, memory.tags, memory.metadata) == ("Favourite editor is vim", ["editors"], {"v": 2})
-        # The same vector (the client's local mode normalises what it stores again: float noise only).
-        assert np.allclose(vector, before, atol=1e-6)
-        assert await search(engine, "vim", tags=["editors"]) == [memory_id]
-        # Another tenant's id is still not found, and its vector is not lent to anyone.
-        with pytest.raises(NotFound):
-            await engine.update(user_id="u_2", memory_id=memory_id, content=None, tags=["x"], metadata=None)
-        # A new text is embedded, once.
-        counting.texts.clear()
-        await engine.update(
-            user_id="u_1", memory_id=memory_id, content="Favourite editor is helix", tags=None, metadata=None
-        )
-        assert counting.texts == ["Favourite editor is helix"]
-    finally:
-        engine.close()
+    assert counting.texts == []
+    memory, vector = (await engine.vectors([memory_id]))[memory_id]
+    assert (memory.content, memory.tags, memory.metadata) == ("Favourite editor is vim", ["editors"], {"v": 2})
+    # The same vector (the client's local mode normalises what it stores again: float noise only).
+    assert np.allclose(vector, before, atol=1e-6)
+    assert await search(engine, "vim", tags=["editors"]) == [memory_id]
+    # Another tenant's id is still not found, and its vector is not lent to anyone.
+    with pytest.raises(NotFound):
+        await engine.update(user_id="u_2", memory_id=memory_id, content=None, tags=["x"], metadata=None)
+    # A new text is embedded, once.
+    counting.texts.clear()
+    await engine.update(
+        user_id="u_1", memory_id=memory_id, content="Favourite editor is helix", tags=None, metadata=None
+    )
+    assert counting.texts == ["Favourite editor is helix"]
 
 
 async def test_delete(engine: MemoryEngine) -> None:
