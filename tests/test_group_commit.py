@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 import uuid
 from pathlib import Path
 
@@ -153,27 +153,22 @@ async def test_a_lone_write_that_loses_a_version_race_hears_conflict(sqlite_url:
 
 async def test_a_groups_transaction_runs_off_the_event_loop(sqlite_url: str) -> None:
     """The works run on a worker thread: a slow one (a big flush, a disk that stalls a commit) never stops the other
-    requests' turns on the loop."""
+    requests' turns on the loop. Here the work waits for a callback it asked the loop to run, which only a loop that
+    keeps turning can do."""
     db = Database(sqlite_url)
-    ticks = 0
+    loop = asyncio.get_running_loop()
+    released = threading.Event()
 
-    async def tick() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0.01)
-
-    def slow(session: Session) -> None:
+    def waits_for_the_loop(session: Session) -> bool:
         session.add(User(id="u_slow", email="slow@example.test"))
-        time.sleep(0.5)
+        loop.call_soon_threadsafe(released.set)
+        # Only a guard against a hang: on the loop, the callback that sets it could not run, and this gives up.
+        return released.wait(timeout=30)
 
-    ticker = asyncio.create_task(tick())
     try:
-        await db.write(slow)
-        assert ticks >= 10  # about 50 turns of the loop while the write slept on its thread; 0 if it ran on the loop
+        assert await db.write(waits_for_the_loop) is True
         assert await _users(db) == {"u_slow"}
     finally:
-        ticker.cancel()
         await db.dispose()
 
 
